@@ -1,0 +1,5 @@
+"""``python -m ragidx`` runs the command line."""
+
+from ragidx.cli import main
+
+main()

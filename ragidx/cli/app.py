@@ -1,0 +1,92 @@
+"""The root Typer app: global options, error handling, and one module per command.
+
+Commands live in ``ragidx.cli.<command>`` and are registered here. Every command runs inside
+:func:`handle_errors`: a :class:`~ragidx.errors.RagidxError` becomes ``error: <one line>`` on stderr
+and a non-zero exit, with the traceback only under ``--debug``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Annotated, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from ragidx import __version__
+from ragidx.errors import RagidxError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+out = Console(soft_wrap=True)  # results (stdout)
+err = Console(stderr=True)  # progress, warnings, errors
+
+app = typer.Typer(
+    name="ragidx",
+    help=(
+        "Embed whole long documents, index them with FAISS, and retrieve them.\n\n"
+        "Start with:  ragidx ingest ./docs --index my-index  then  "
+        "ragidx query 'your question' --index my-index"
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+class _State:
+    debug = False
+
+
+state = _State()
+
+
+def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn user-facing errors into one line and an exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except RagidxError as exc:
+            if state.debug:
+                raise
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]: nothing was committed")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"ragidx {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """ragidx: long-document retrieval."""
+    state.debug = debug
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+# Commands register themselves on import (one module each, Typer-style).
+from ragidx.cli import info, ingest, query  # noqa: E402,F401

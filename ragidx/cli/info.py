@@ -1,0 +1,64 @@
+"""``ragidx info``: what an index holds and how it was built (its manifest)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ragidx.cli.app import app, handle_errors, out
+from ragidx.cli.options import DEFAULT_INDEX, Json
+from ragidx.manifest import Manifest
+
+
+@app.command("info")
+@handle_errors
+def info_command(
+    index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
+    as_json: Json = False,
+) -> None:
+    """Print the index manifest: model, dims, pooling, long-document policy, FAISS factory,
+    counts (documents per embed mode), ragidx version."""
+    manifest = Manifest.read(index)
+    if as_json:
+        data = manifest.model_dump(mode="json")
+        data["directory"] = str(index)
+        out.print_json(json.dumps(data, ensure_ascii=False))
+        return
+    enc, counts = manifest.encoder, manifest.counts
+    table = Table(title=f"ragidx index {index}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    rows = [
+        ("model", f"{enc.name}" + (f" @ {enc.revision}" if enc.revision else "")),
+        ("fingerprint", enc.fingerprint),
+        ("architecture", f"{enc.model_type}, window {enc.window} tokens"),
+        ("dim", str(enc.dim)),
+        ("pooling", f"{'+'.join(enc.pooling.modes)}" + (", L2-normalised" if enc.pooling.normalize else "")),
+        ("prompts", f"query {enc.query_prompt!r}, document {enc.document_prompt!r}"),
+        ("long documents", _long_doc(manifest)),
+        ("faiss", f"{manifest.faiss.factory} ({manifest.metric}), gpu {manifest.faiss.gpu}"),
+        ("documents", f"{counts.documents:,}"),
+        ("embedded as", ", ".join(f"{n} {m}" for m, n in counts.by_mode.items()) or "-"),
+        ("vectors", f"{counts.vectors:,}"),
+        ("tokens", f"{counts.tokens:,} in documents, {counts.tokens_embedded:,} embedded"),
+        ("generation", f"{manifest.generation} (updated {manifest.updated:%Y-%m-%d %H:%M:%S} UTC)"),
+        ("created", f"{manifest.created:%Y-%m-%d %H:%M:%S} UTC"),
+        ("ragidx", manifest.ragidx_version),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    out.print(table)
+
+
+def _long_doc(manifest: Manifest) -> str:
+    cfg = manifest.long_doc
+    text = cfg.policy
+    if cfg.policy == "chunk":
+        text += f" (chunk {cfg.chunk_size or 'window'} tokens, overlap {cfg.overlap})"
+    if cfg.max_tokens:
+        text += f", cut at {cfg.max_tokens} tokens"
+    return text

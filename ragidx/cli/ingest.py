@@ -1,0 +1,131 @@
+"""``ragidx ingest``: files and folders into an index, with a progress bar and a summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichBar
+from rich.table import Table
+
+from ragidx.cli.app import app, err, handle_errors, out
+from ragidx.cli.options import DEFAULT_INDEX, ConfigFile, Device, IndexDir, Json
+from ragidx.config import RagidxConfig
+from ragidx.documents import Document, Skipped
+from ragidx.ingestion import IngestReport, ingest
+from ragidx.longdoc import Policy
+
+
+PARTIAL_EXIT = 3  # the index was committed, but some files were skipped (like rsync's code 23)
+
+
+class _Progress:
+    """Draws documents read and tokens embedded; prints one warning line per skipped file."""
+
+    def __init__(self, bar: RichBar):
+        self.bar = bar
+        self.docs = bar.add_task("documents", total=None, unit="docs")
+        self.tokens = bar.add_task("tokens", total=0, unit="tok")
+        self._planned = 0
+
+    def planned(self, document: Document, n_tokens: int) -> None:
+        self._planned += n_tokens
+        self.bar.update(self.docs, advance=1, description=f"documents [dim]{document.doc_id[-40:]}")
+        self.bar.update(self.tokens, total=self._planned)
+
+    def embedded(self, n_tokens: int) -> None:
+        self.bar.update(self.tokens, advance=n_tokens)
+
+    def skipped(self, item: Skipped) -> None:
+        self.bar.console.print(f"[yellow]warning:[/] {item.source}: {item.reason}", highlight=False)
+
+
+@app.command("ingest")
+@handle_errors
+def ingest_command(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).", show_default=False)],
+    index: IndexDir = Path(DEFAULT_INDEX),
+    config: ConfigFile = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="'default' (all-MiniLM-L6-v2, bundled), a folder, or a hub id."),
+    ] = None,
+    long_doc: Annotated[
+        Policy | None,
+        typer.Option(
+            "--long-doc",
+            help="Documents longer than the model window: chunk (best chunk wins), "
+            "pcw (mean of window-sized chunks) or truncate (first window; counted).",
+        ),
+    ] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="Tokens per chunk (chunk policy).")] = None,
+    overlap: Annotated[int | None, typer.Option(help="Tokens shared by neighbouring chunks.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Cut documents to this many tokens before chunking (recorded).")
+    ] = None,
+    faiss_factory: Annotated[
+        str | None, typer.Option(help="FAISS factory string: Flat (exact), HNSW32, IVF256,Flat, …")
+    ] = None,
+    include: Annotated[list[str] | None, typer.Option(help="Glob to keep (repeatable).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="Glob to drop (repeatable).")] = None,
+    device: Device = None,
+    batch_size: Annotated[int | None, typer.Option(help="Windows per forward pass.")] = None,
+    trust_remote_code: Annotated[
+        bool, typer.Option(help="Allow models that ship their own code (only if you trust them).")
+    ] = False,
+    as_json: Json = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Ingest .txt .md .html .pdf files and BEIR .jsonl corpora into an index.
+
+    Re-running on the same folder embeds only new or changed documents. Every document records
+    how it was embedded (whole, chunk, pcw, truncate); nothing is cut silently.
+
+    Exit status: 0 all ingested; 1 failed, nothing written; 2 bad settings; 3 committed, but some
+    files were skipped (each named in a warning).
+    """
+    settings = RagidxConfig.load(config).override(
+        model={
+            "model": model,
+            "device": device,
+            "batch_size": batch_size,
+            "trust_remote_code": trust_remote_code or None,
+        },
+        long_doc={"policy": long_doc, "chunk_size": chunk_size, "overlap": overlap, "max_tokens": max_tokens},
+        index={"factory": faiss_factory},
+        ingest={"include": include or None, "exclude": exclude or None},
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
+        TimeElapsedColumn(),
+    )
+    with RichBar(*columns, console=err, transient=True, disable=quiet or as_json) as bar:
+        report = ingest(paths, index, settings, progress=_Progress(bar))
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+    else:
+        _summary(report)
+    if report.skipped:
+        raise typer.Exit(PARTIAL_EXIT)
+
+
+def _summary(report: IngestReport) -> None:
+    table = Table(title=f"ingested into {report.index}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("documents", f"{report.added} added, {report.updated} updated, "
+                  f"{report.unchanged} unchanged, {len(report.skipped)} skipped")
+    modes = ", ".join(f"{n} {mode}" for mode, n in sorted(report.by_mode.items())) or "-"
+    table.add_row("embedded as", modes)
+    cut = report.tokens - report.tokens_embedded
+    tokens = f"{report.tokens:,} in documents, {report.tokens_embedded:,} embedded"
+    table.add_row("tokens", tokens + (f" [yellow]({cut:,} cut)[/]" if cut else ""))
+    table.add_row("vectors", f"{report.vectors:,}")
+    table.add_row("time", f"{report.seconds:.1f} s ({report.tokens_per_second:,.0f} tokens/s encoding)")
+    out.print(table)

@@ -1,0 +1,80 @@
+"""Settings: one pydantic model per stage, gathered in :class:`RagidxConfig`, loaded from TOML.
+
+Each stage declares its own config where it lives (``EncoderConfig`` in ``ragidx.encoder``,
+``LongDocConfig`` in ``ragidx.longdoc``, ``FaissConfig`` in ``ragidx.faiss_index``); this module only
+composes them into the sections of a TOML file (see ``configs/default.toml``)::
+
+    [model]     # EncoderConfig
+    [long_doc]  # LongDocConfig
+    [index]     # FaissConfig
+    [ingest]    # IngestOptions
+
+Command-line flags override the file (:meth:`RagidxConfig.override`). Settings a user set
+explicitly (in the file or as a flag) are remembered, so that an existing index can refuse settings
+that contradict how it was built while still supplying the ones nobody asked to change.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragidx.encoder import EncoderConfig
+from ragidx.errors import ConfigError
+from ragidx.faiss_index import FaissConfig
+from ragidx.longdoc import LongDocConfig
+
+
+class IngestOptions(BaseModel):
+    """Which files an ingest picks up."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    include: list[str] = Field(default_factory=list, description="glob patterns to keep")
+    exclude: list[str] = Field(default_factory=list, description="glob patterns to drop")
+
+
+class RagidxConfig(BaseModel):
+    """All settings; the TOML sections are the field names."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    model: EncoderConfig = Field(default_factory=EncoderConfig)
+    long_doc: LongDocConfig = Field(default_factory=LongDocConfig)
+    index: FaissConfig = Field(default_factory=FaissConfig)
+    ingest: IngestOptions = Field(default_factory=IngestOptions)
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> RagidxConfig:
+        """Read a TOML config file (``None`` gives the defaults)."""
+        if path is None:
+            return cls()
+        path = Path(path)
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+        return _validate(raw, str(path))
+
+    def override(self, **sections: dict[str, Any]) -> RagidxConfig:
+        """A copy with ``section={field: value}`` applied; ``None`` values are ignored."""
+        raw = self.model_dump(exclude_unset=True)
+        for section, values in sections.items():
+            given = {k: v for k, v in values.items() if v is not None}
+            if given:
+                raw[section] = {**raw.get(section, {}), **given}
+        return _validate(raw, "command-line options")
+
+
+def _validate(raw: dict[str, Any], where: str) -> RagidxConfig:
+    try:
+        return RagidxConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{where}: {field}: {first['msg']}") from exc

@@ -1,0 +1,330 @@
+"""The encoder: text → tokens → model windows → pooled, normalised vectors.
+
+Owns :class:`EncoderConfig` (which model, device, precision, window and batching) and
+:class:`Encoder`, which
+
+* tokenizes once, keeping character offsets, and splits the model's query/document prompt off the
+  content so a long document can be cut into windows at token level (``tokenize``);
+* builds model windows ``[leading specials] + prompt + content + [trailing specials]``
+  (``window``), the unit every long-document policy works with;
+* embeds windows in batches sorted by length, padded only to each batch's longest window and capped
+  by a token budget, under ``torch.inference_mode`` with PyTorch's fused SDPA attention
+  (``embed_windows``), then pools, applies sentence-transformers Dense layers and L2-normalises.
+
+Context-extension methods hook in here: they change position ids and attention, never the weights
+on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragidx.errors import ModelError
+from ragidx.models import ModelFolder, resolve_model
+from ragidx.pooling import PoolingConfig, PoolingMode, pool
+
+Role = Literal["query", "document"]
+
+# Models whose position ids start at padding_idx + 1 (RoBERTa style): two table rows are not content.
+_OFFSET_POSITION_MODELS = {"roberta", "xlm-roberta", "camembert", "mpnet", "longformer"}
+_POOLER_MODELS = {"bert", "roberta", "xlm-roberta", "camembert", "mpnet", "electra"}
+
+
+class EncoderConfig(BaseModel):
+    """Which encoder to run and how; saved (minus run-time choices) in the index manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("default", description="'default', a local folder, or a hub id")
+    revision: str | None = Field(None, description="hub revision (branch, tag or commit)")
+    device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    max_length: int | None = Field(None, ge=8, description="window in tokens (default: model's)")
+    batch_size: int = Field(32, ge=1, description="most windows in one forward pass")
+    max_batch_tokens: int = Field(16384, ge=64, description="most padded tokens in one pass")
+    pooling: tuple[PoolingMode, ...] | None = Field(None, description="override the model's")
+    query_prompt: str | None = Field(None, description="override the model's query prompt")
+    document_prompt: str | None = Field(None, description="override the model's document prompt")
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A text tokenized once: prompt ids, content ids and each content token's character span."""
+
+    prompt_ids: list[int]
+    ids: list[int]
+    offsets: list[tuple[int, int]] | None  # None when the tokenizer cannot report offsets
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One model input: token ids with special tokens, and where the content starts."""
+
+    input_ids: list[int]
+    content_start: int
+
+
+class Encoder:
+    """A loaded embedding model; see the module docstring."""
+
+    def __init__(self, config: EncoderConfig | None = None, folder: ModelFolder | None = None):
+        self.config = config or EncoderConfig()
+        self.folder = folder or resolve_model(self.config.model, self.config.revision)
+        self.device = _pick_device(self.config.device)
+        self.dtype = _pick_dtype(self.config.dtype, self.device)
+        self.tokenizer, self.model = _load(self.folder, self.dtype, self.config.trust_remote_code)
+        self.model.to(self.device).eval()
+        model_type = getattr(self.model.config, "model_type", "")
+        self.model_type = str(model_type)
+
+        base_pooling = self.folder.pooling or PoolingConfig()
+        modes = self.config.pooling or base_pooling.modes
+        self.pooling = base_pooling.model_copy(update={"modes": tuple(modes)})
+        self.dense = torch.nn.Sequential(*(d.build() for d in self.folder.dense)).to(self.device)
+        self.prompts: dict[Role, str] = {
+            "query": self.folder.query_prompt
+            if self.config.query_prompt is None
+            else self.config.query_prompt,
+            "document": self.folder.document_prompt
+            if self.config.document_prompt is None
+            else self.config.document_prompt,
+        }
+        self.prefix_ids, self.suffix_ids = _special_tokens(self.tokenizer)
+        if "lasttoken" in self.pooling.modes and not self.suffix_ids:
+            eos = self.tokenizer.eos_token_id
+            if eos is None:
+                raise ModelError(f"{self.folder.name}: last-token pooling needs an EOS token")
+            self.suffix_ids = [int(eos)]
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id
+        self.pad_id = int(pad if pad is not None else 0)
+        self.native_window = _native_window(self.model.config, self.tokenizer, model_type)
+        self.window_size = self.config.max_length or self.native_window
+        if self.window_size > self.native_window and _has_position_table(self.model):
+            raise ModelError(
+                f"{self.folder.name}: max_length {self.window_size} exceeds the model's "
+                f"{self.native_window} learned positions; use a long-document policy instead"
+            )
+        self.dim = self._output_dim()
+
+    # ----------------------------------------------------------------------------- tokens
+    def tokenize(self, text: str, role: Role = "document") -> Tokens:
+        """Tokenize ``prompt + text`` once (exactly as the model would see a short text)."""
+        prompt = self.prompts[role]
+        encoded = self.tokenizer(
+            prompt + text,
+            add_special_tokens=False,
+            return_offsets_mapping=bool(self.tokenizer.is_fast),
+            return_attention_mask=False,
+            verbose=False,
+        )
+        ids: list[int] = list(encoded["input_ids"])
+        if not self.tokenizer.is_fast:
+            n_prompt = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+            return Tokens(prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=None)
+        offsets = [(int(s), int(e)) for s, e in encoded["offset_mapping"]]
+        # A token belongs to the prompt when it ends inside it; a token straddling the boundary
+        # (SentencePiece's "▁word") is content.
+        n_prompt = 0
+        while n_prompt < len(ids) and 0 < offsets[n_prompt][1] <= len(prompt):
+            n_prompt += 1
+        shift = len(prompt)
+        content_offsets = [(max(s - shift, 0), max(e - shift, 0)) for s, e in offsets[n_prompt:]]
+        return Tokens(prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=content_offsets)
+
+    def content_budget(self, tokens: Tokens) -> int:
+        """How many content tokens fit in one window next to the specials and the prompt."""
+        budget = self.window_size - len(self.prefix_ids) - len(self.suffix_ids) - len(tokens.prompt_ids)
+        if budget < 1:
+            raise ModelError(f"{self.folder.name}: the prompt leaves no room in a {self.window_size}-token window")
+        return budget
+
+    def window(self, tokens: Tokens, start: int = 0, end: int | None = None) -> Window:
+        """The model input for content tokens ``[start, end)``."""
+        head = self.prefix_ids + tokens.prompt_ids
+        return Window(head + tokens.ids[start:end] + self.suffix_ids, content_start=len(head))
+
+    # ----------------------------------------------------------------------------- vectors
+    def embed_windows(
+        self,
+        windows: Sequence[Window],
+        normalize: bool | None = None,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Embed windows; returns float32 (n, dim) in input order.
+
+        Windows are sorted by length and packed into batches of at most ``batch_size`` windows and
+        ``max_batch_tokens`` padded tokens. ``normalize`` defaults to the pooling config;
+        ``on_batch`` is called with each batch's real token count (for progress bars).
+        """
+        normalize = self.pooling.normalize if normalize is None else normalize
+        out = np.zeros((len(windows), self.dim), dtype=np.float32)
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids), reverse=True)
+        for batch in self._batches(order, windows):
+            vectors = self._forward([windows[i] for i in batch], normalize)
+            out[batch] = vectors
+            if on_batch is not None:
+                on_batch(sum(len(windows[i].input_ids) for i in batch))
+        return out
+
+    def embed(self, texts: Sequence[str], role: Role = "query") -> tuple[np.ndarray, int]:
+        """Embed short texts (queries) one window each; returns vectors and how many were cut.
+
+        Texts longer than the window are truncated to it (the count is returned so callers say so).
+        Documents go through a long-document policy instead (see ``ragidx.longdoc``).
+        """
+        windows: list[Window] = []
+        truncated = 0
+        for text in texts:
+            tokens = self.tokenize(text, role)
+            budget = self.content_budget(tokens)
+            truncated += len(tokens) > budget
+            windows.append(self.window(tokens, 0, budget))
+        return self.embed_windows(windows), truncated
+
+    def describe(self) -> dict[str, object]:
+        """What the index manifest records about this encoder."""
+        return {
+            "name": self.folder.name,
+            "revision": self.folder.revision,
+            "fingerprint": self.folder.fingerprint(),
+            "model_type": self.model_type,
+            "dim": self.dim,
+            "window": self.window_size,
+            "native_window": self.native_window,
+            "pooling": self.pooling.model_dump(mode="json"),
+            "dense_layers": len(self.folder.dense),
+            "query_prompt": self.prompts["query"],
+            "document_prompt": self.prompts["document"],
+        }
+
+    # ----------------------------------------------------------------------------- internals
+    def _batches(self, order: list[int], windows: Sequence[Window]) -> list[list[int]]:
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            longest = len(windows[current[0]].input_ids) if current else len(windows[i].input_ids)
+            if current and (
+                len(current) >= self.config.batch_size
+                or longest * (len(current) + 1) > self.config.max_batch_tokens
+            ):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
+
+    @torch.inference_mode()
+    def _forward(self, windows: Sequence[Window], normalize: bool) -> np.ndarray:
+        longest = max(len(w.input_ids) for w in windows)
+        ids = torch.full((len(windows), longest), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(windows), longest), dtype=torch.long)
+        for row, w in enumerate(windows):
+            ids[row, : len(w.input_ids)] = torch.tensor(w.input_ids)
+            mask[row, : len(w.input_ids)] = 1
+        starts = torch.tensor([w.content_start for w in windows], device=self.device)
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        vectors = pool(hidden.float(), mask, self.pooling, content_starts=starts)
+        vectors = self.dense(vectors)
+        if normalize:
+            vectors = torch.nn.functional.normalize(vectors, dim=-1)
+        return vectors.cpu().numpy().astype(np.float32, copy=False)
+
+    def _output_dim(self) -> int:
+        if self.folder.dense:
+            return self.folder.dense[-1].out_features
+        return int(self.model.config.hidden_size) * len(self.pooling.modes)
+
+
+def _pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {name!r} asked for, but CUDA is not available; use --device cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError as exc:
+        raise ModelError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N") from exc
+
+
+def _pick_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name != "auto":
+        return getattr(torch, name)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def _load(folder: ModelFolder, dtype: torch.dtype, trust_remote_code: bool) -> tuple[object, torch.nn.Module]:
+    import transformers
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    transformers.utils.logging.disable_progress_bar()
+    path = folder.transformer_path
+    quiet = logging.getLogger("transformers")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+        kwargs: dict[str, object] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
+        if config.model_type in _POOLER_MODELS:
+            kwargs["add_pooling_layer"] = False  # sentence embedders never use the BERT pooler
+        try:
+            model = AutoModel.from_pretrained(path, attn_implementation="sdpa", **kwargs)
+        except (ValueError, ImportError):  # architectures without SDPA support
+            model = AutoModel.from_pretrained(path, **kwargs)
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot load model ({str(exc).splitlines()[0]})") from exc
+    except ValueError as exc:
+        if "trust_remote_code" in str(exc):
+            raise ModelError(
+                f"{folder.name}: this model runs its own code; pass --trust-remote-code "
+                "only if you trust its authors"
+            ) from exc
+        raise ModelError(f"{path}: cannot load model ({str(exc).splitlines()[0]})") from exc
+    finally:
+        quiet.setLevel(level)
+    return tokenizer, model
+
+
+def _special_tokens(tokenizer: object) -> tuple[list[int], list[int]]:
+    """The special tokens the tokenizer puts before and after content (e.g. [CLS] … [SEP])."""
+    plain = tokenizer("ragidx", add_special_tokens=False)["input_ids"]
+    full = tokenizer("ragidx", add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return list(full[:start]), list(full[start + len(plain) :])
+    raise ModelError("cannot tell which special tokens the tokenizer adds")
+
+
+def _native_window(config: object, tokenizer: object, model_type: str) -> int:
+    positions = getattr(config, "max_position_embeddings", None)
+    window = int(positions) if positions else 512
+    if model_type in _OFFSET_POSITION_MODELS:
+        window -= int(getattr(config, "pad_token_id", 1) or 1) + 1
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and 0 < limit < window and not math.isinf(limit):
+        window = limit
+    return window
+
+
+def _has_position_table(model: torch.nn.Module) -> bool:
+    """True for learned absolute positions (APE), which cannot run past their table."""
+    embeddings = getattr(model, "embeddings", None)
+    return isinstance(getattr(embeddings, "position_embeddings", None), torch.nn.Embedding)

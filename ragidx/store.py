@@ -1,0 +1,217 @@
+"""The Parquet store beside the FAISS index: what each vector id means.
+
+Two tables (pyarrow, Parquet on disk; no pickle):
+
+* **documents** — one row per document: id, source, content sha256, title, text, token count,
+  tokens embedded, how it was embedded (``whole``/``chunk``/``pcw``/``truncate``), vector count,
+  metadata (JSON) and ingest time;
+* **vectors** — one row per FAISS id: the document it belongs to, its ordinal in that document and
+  its token and character span.
+
+Mutations are buffered and applied when the tables are next read or written.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ragidx.errors import IndexFormatError
+
+DOCUMENT_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("sha256", pa.string()),
+        ("title", pa.string()),
+        ("text", pa.large_string()),
+        ("n_tokens", pa.int64()),
+        ("n_embedded", pa.int64()),
+        ("embed_mode", pa.string()),
+        ("n_vectors", pa.int32()),
+        ("metadata", pa.string()),
+        ("ingested_at", pa.string()),
+    ]
+)
+VECTOR_SCHEMA = pa.schema(
+    [
+        ("vid", pa.int64()),
+        ("doc_id", pa.string()),
+        ("ordinal", pa.int32()),
+        ("tok_start", pa.int64()),
+        ("tok_end", pa.int64()),
+        ("char_start", pa.int64()),
+        ("char_end", pa.int64()),
+    ]
+)
+
+
+@dataclass
+class DocumentRecord:
+    doc_id: str
+    source: str
+    sha256: str
+    title: str | None
+    text: str
+    n_tokens: int
+    n_embedded: int
+    embed_mode: str
+    n_vectors: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    ingested_at: str = ""
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["metadata"] = json.dumps(self.metadata, ensure_ascii=False, sort_keys=True)
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> DocumentRecord:
+        row = dict(row)
+        row["metadata"] = json.loads(row["metadata"] or "{}")
+        return cls(**row)
+
+
+@dataclass
+class VectorRecord:
+    vid: int
+    doc_id: str
+    ordinal: int
+    tok_start: int
+    tok_end: int
+    char_start: int
+    char_end: int
+
+
+class Store:
+    """Documents and vector rows; see the module docstring."""
+
+    def __init__(self, documents: pa.Table, vectors: pa.Table):
+        self._documents = documents
+        self._vectors = vectors
+        self._new_docs: list[dict[str, Any]] = []
+        self._new_vectors: list[dict[str, Any]] = []
+        self._removed: set[str] = set()
+        self._doc_rows: dict[str, int] | None = None
+        self._vid_rows: dict[int, int] | None = None
+
+    @classmethod
+    def empty(cls) -> Store:
+        return cls(DOCUMENT_SCHEMA.empty_table(), VECTOR_SCHEMA.empty_table())
+
+    @classmethod
+    def from_bytes(cls, documents: bytes, vectors: bytes, source: str) -> Store:
+        try:
+            docs = pq.read_table(io.BytesIO(documents))
+            vecs = pq.read_table(io.BytesIO(vectors))
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise IndexFormatError(f"{source}: corrupt Parquet store ({exc}); re-run ragidx ingest") from exc
+        if not docs.schema.equals(DOCUMENT_SCHEMA) or not vecs.schema.equals(VECTOR_SCHEMA):
+            raise IndexFormatError(f"{source}: Parquet store has an unexpected schema; re-run ragidx ingest")
+        return cls(docs, vecs)
+
+    def to_bytes(self) -> tuple[bytes, bytes]:
+        """(documents, vectors) as Parquet files (zstd)."""
+        self._apply()
+        out: list[bytes] = []
+        for table in (self._documents, self._vectors):
+            sink = io.BytesIO()
+            pq.write_table(table, sink, compression="zstd")
+            out.append(sink.getvalue())
+        return out[0], out[1]
+
+    # ----------------------------------------------------------------------------- mutations
+    def add(self, document: DocumentRecord, vectors: list[VectorRecord]) -> None:
+        self._new_docs.append(document.to_row())
+        self._new_vectors.extend(asdict(v) for v in vectors)
+        self._doc_rows = self._vid_rows = None
+
+    def remove(self, doc_ids: set[str]) -> np.ndarray:
+        """Drop documents; returns the vector ids that belonged to them."""
+        if not doc_ids:
+            return np.zeros(0, dtype=np.int64)
+        self._apply()
+        mask = pc.is_in(self._vectors["doc_id"], value_set=pa.array(sorted(doc_ids)))
+        vids = self._vectors.filter(mask)["vid"].to_numpy()
+        self._removed |= doc_ids
+        self._doc_rows = self._vid_rows = None
+        return vids
+
+    # ----------------------------------------------------------------------------- reads
+    @property
+    def n_documents(self) -> int:
+        self._apply()
+        return self._documents.num_rows
+
+    @property
+    def n_vectors(self) -> int:
+        self._apply()
+        return self._vectors.num_rows
+
+    def sha256(self, doc_id: str) -> str | None:
+        row = self._doc_index().get(doc_id)
+        return None if row is None else self._documents["sha256"][row].as_py()
+
+    def document(self, doc_id: str) -> DocumentRecord:
+        row = self._doc_index()[doc_id]
+        return DocumentRecord.from_row(self._documents.slice(row, 1).to_pylist()[0])
+
+    def vector(self, vid: int) -> VectorRecord:
+        row = self._vid_index()[int(vid)]
+        return VectorRecord(**self._vectors.slice(row, 1).to_pylist()[0])
+
+    def vids(self) -> np.ndarray:
+        self._apply()
+        return self._vectors["vid"].to_numpy()
+
+    def doc_ids(self) -> list[str]:
+        self._apply()
+        return self._documents["doc_id"].to_pylist()
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for the manifest: documents, vectors, tokens, and documents per embed mode."""
+        self._apply()
+        docs = self._documents
+        return {
+            "documents": docs.num_rows,
+            "vectors": self._vectors.num_rows,
+            "tokens": int(pc.sum(docs["n_tokens"]).as_py() or 0),
+            "tokens_embedded": int(pc.sum(docs["n_embedded"]).as_py() or 0),
+            "by_mode": dict(sorted(Counter(docs["embed_mode"].to_pylist()).items())),
+        }
+
+    # ----------------------------------------------------------------------------- internals
+    def _apply(self) -> None:
+        if self._removed:
+            gone = pa.array(sorted(self._removed))
+            self._documents = self._documents.filter(pc.invert(pc.is_in(self._documents["doc_id"], gone)))
+            self._vectors = self._vectors.filter(pc.invert(pc.is_in(self._vectors["doc_id"], gone)))
+            self._removed = set()
+        if self._new_docs:
+            new = pa.Table.from_pylist(self._new_docs, schema=DOCUMENT_SCHEMA)
+            self._documents = pa.concat_tables([self._documents, new])
+            self._new_docs = []
+        if self._new_vectors:
+            new = pa.Table.from_pylist(self._new_vectors, schema=VECTOR_SCHEMA)
+            self._vectors = pa.concat_tables([self._vectors, new])
+            self._new_vectors = []
+
+    def _doc_index(self) -> dict[str, int]:
+        self._apply()
+        if self._doc_rows is None:
+            self._doc_rows = {d: i for i, d in enumerate(self._documents["doc_id"].to_pylist())}
+        return self._doc_rows
+
+    def _vid_index(self) -> dict[int, int]:
+        self._apply()
+        if self._vid_rows is None:
+            self._vid_rows = {int(v): i for i, v in enumerate(self._vectors["vid"].to_numpy())}
+        return self._vid_rows

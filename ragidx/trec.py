@@ -1,0 +1,99 @@
+"""TREC-style batch files: query files in, run files out.
+
+* Queries: JSONL (``{"_id"|"id"|"qid": ..., "text"|"query": ...}`` per line, BEIR's
+  ``queries.jsonl``) or TSV (``id<TAB>text`` per line, an optional ``id text`` / ``qid query``
+  header). The format is chosen by the file's suffix (``.jsonl``/``.json`` vs anything else).
+* Runs: ``qid Q0 doc_id rank score tag`` lines, what ``trec_eval``, ``pytrec_eval`` and
+  ``ir-measures`` read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from ragidx.errors import InputError
+
+_ID_KEYS = ("_id", "id", "qid", "query_id")
+_TEXT_KEYS = ("text", "query", "question")
+
+
+def read_queries(path: str | Path) -> list[tuple[str, str]]:
+    """(query id, text) pairs in file order; a bad line is an error naming the line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read queries ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: queries file is not UTF-8 ({exc.reason})") from exc
+    as_json = path.suffix.lower() in (".jsonl", ".json")
+    queries: list[tuple[str, str]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        pair = _json_query(line) if as_json else _tsv_query(line, first=not queries)
+        if pair is None and not as_json and not queries:
+            continue  # header row
+        if pair is None:
+            kind = "a JSON object with _id/id and text" if as_json else "id<TAB>text"
+            raise InputError(f"{path}:{number}: expected {kind}; fix or remove the line")
+        queries.append(pair)
+    if not queries:
+        raise InputError(f"{path}: no queries found")
+    ids = [qid for qid, _ in queries]
+    if len(set(ids)) != len(ids):
+        dup = next(q for q in ids if ids.count(q) > 1)
+        raise InputError(f"{path}: query id {dup!r} appears more than once")
+    return queries
+
+
+def _json_query(line: str) -> tuple[str, str] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    qid = next((record[k] for k in _ID_KEYS if k in record), None)
+    text = next((record[k] for k in _TEXT_KEYS if k in record), None)
+    if qid is None or not isinstance(text, str) or not text.strip():
+        return None
+    return str(qid), text
+
+
+def _tsv_query(line: str, first: bool) -> tuple[str, str] | None:
+    parts = line.rstrip("\n").split("\t", 1)
+    if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+        return None
+    if first and parts[0].strip().lower() in ("id", "qid", "query_id", "_id"):
+        return None
+    return parts[0].strip(), parts[1].strip()
+
+
+def write_run(
+    handle: TextIO, qid: str, ranked: Sequence[tuple[str, float]], tag: str = "ragidx"
+) -> None:
+    """Write one query's ranking as TREC run lines (rank from 1).
+
+    TREC columns are whitespace-separated, so whitespace inside ids is written as ``%20`` etc.
+    """
+    qid = _no_space(qid)
+    for rank, (doc_id, score) in enumerate(ranked, start=1):
+        handle.write(f"{qid} Q0 {_no_space(doc_id)} {rank} {score:.6f} {tag}\n")
+
+
+def _no_space(value: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c.isspace() else c for c in value)
+
+
+def read_run(lines: Iterable[str]) -> dict[str, dict[str, float]]:
+    """Parse TREC run lines into ``{qid: {doc_id: score}}``."""
+    run: dict[str, dict[str, float]] = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 5:
+            run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
+    return run
