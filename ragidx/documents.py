@@ -47,7 +47,8 @@ EMPTY_REASON = "empty document (no text after extraction)"
 
 _TEXT_FORMATS: dict[str, str] = {".txt": "text", ".md": "markdown", ".markdown": "markdown"}
 _HTML_SUFFIXES = (".html", ".htm")
-_HTML_DROP_TAGS = ("script", "style", "noscript", "template", "svg", "iframe")
+# Markup that is code or page chrome, not content: dropped with everything inside it.
+_HTML_DROP_TAGS = ("script", "style", "noscript", "template", "svg", "iframe", "nav")
 _SNIFF_BYTES = 8192
 _CONTROL_SHARE_LIMIT = 0.10
 # C0 control bytes not found in ordinary text (BS, tab, LF, VT, FF, CR and ESC are allowed).
@@ -207,8 +208,10 @@ def read_file(path: Path, doc_id: str) -> list[Document] | Skipped:
     """
     items = list(_iter_file(Path(path), doc_id))
     docs = [item for item in items if isinstance(item, Document)]
-    if not docs and len(items) == 1 and items[0].source == _abs(Path(path)):
-        return items[0]  # a whole-file failure
+    if not docs and len(items) == 1:
+        only = items[0]
+        if isinstance(only, Skipped) and only.source == _abs(Path(path)):
+            return only  # a whole-file failure (not a bad JSONL line)
     return docs
 
 
@@ -381,7 +384,7 @@ def _read_pdf(path: Path, doc_id: str, source: str) -> Document | Skipped:
             return _pdf_document(pypdf.PdfReader(handle), doc_id, source)
     except OSError as exc:
         return Skipped(source, f"cannot read file: {_os_reason(exc)}")
-    except Exception as exc:  # noqa: BLE001 - pypdf raises many types on malformed input
+    except Exception as exc:  # pypdf raises many types on malformed input
         return Skipped(source, f"malformed PDF: {_short(exc)}")
 
 
@@ -389,7 +392,7 @@ def _pdf_document(reader: pypdf.PdfReader, doc_id: str, source: str) -> Document
     if reader.is_encrypted:
         try:
             ok = reader.decrypt("") != pypdf.PasswordType.NOT_DECRYPTED
-        except Exception as exc:  # noqa: BLE001 - e.g. missing crypto dependency
+        except Exception as exc:  # e.g. a missing crypto dependency
             return Skipped(source, f"encrypted PDF: cannot decrypt ({_short(exc)})")
         if not ok:
             return Skipped(source, "encrypted PDF: cannot decrypt without a password")

@@ -32,6 +32,7 @@ DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 # Weight formats ragidx never loads: skipped when downloading from the hub.
 _HUB_IGNORE = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.tflite", "*.gguf"]
+_SAMPLE = 1 << 20  # bytes hashed per sampled block of a weight file
 _ACTIVATIONS: dict[str, type[torch.nn.Module]] = {
     "identity": torch.nn.Identity,
     "tanh": torch.nn.Tanh,
@@ -92,15 +93,21 @@ class ModelFolder:
         return ""
 
     def fingerprint(self) -> str:
-        """A cheap identity of the weights: the config plus every weight file's name and size."""
+        """Identity of the weights: the config, and each weight file's name, size and three
+        sampled 1 MiB blocks (start, middle, end): different weights of the same shape differ,
+        and even a 1 GB model costs milliseconds."""
         digest = hashlib.sha256()
         config = self.transformer_path / "config.json"
         if config.is_file():
             digest.update(config.read_bytes())
         for weights in sorted(self.path.rglob("*")):
             if weights.suffix in (".safetensors", ".bin") and weights.is_file():
-                rel = weights.relative_to(self.path).as_posix()
-                digest.update(f"{rel}:{weights.stat().st_size}".encode())
+                size = weights.stat().st_size
+                digest.update(f"{weights.relative_to(self.path).as_posix()}:{size}".encode())
+                with open(weights, "rb") as handle:
+                    for offset in (0, max(size // 2 - _SAMPLE // 2, 0), max(size - _SAMPLE, 0)):
+                        handle.seek(offset)
+                        digest.update(handle.read(_SAMPLE))
         return digest.hexdigest()[:16]
 
 

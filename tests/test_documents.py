@@ -236,6 +236,13 @@ def test_html_title_not_repeated_and_missing_title(tmp_path: Path) -> None:
     assert doc.text == "Just text."
 
 
+def test_html_navigation_menus_are_dropped(tmp_path: Path) -> None:
+    page = "<html><body><nav><a href='/'>Home</a> <a>navxmenu</a></nav><p>Body text.</p></body></html>"
+    doc = _one_doc(_touch(tmp_path, "nav.html", page))
+    assert "navxmenu" not in doc.text
+    assert doc.text == "Body text."
+
+
 def test_html_script_only_is_empty(tmp_path: Path) -> None:
     path = _touch(tmp_path, "s.html", "<html><body><script>var a = 1;</script></body></html>")
     assert "empty document" in _one_skip(path).reason

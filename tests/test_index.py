@@ -1,0 +1,89 @@
+"""Index directory: commit/open, generations, integrity checks, model checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragidx.config import RagidxConfig
+from ragidx.encoder import Encoder, EncoderConfig
+from ragidx.errors import IndexFormatError, ModelError
+from ragidx.index import Index
+from ragidx.ingestion import ingest
+from ragidx.manifest import MANIFEST_NAME
+
+
+@pytest.fixture()
+def built(tmp_path: Path, tiny_model: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(["alpha river stone", "beta garden music", "gamma winter engine"]):
+        (docs / f"d{i}.txt").write_text(text)
+    config = RagidxConfig().override(model={"model": str(tiny_model), "device": "cpu"})
+    ingest(docs, tmp_path / "ix", config)
+    return tmp_path / "ix"
+
+
+def _data_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name != MANIFEST_NAME)
+
+
+def test_commit_writes_one_generation_and_cleans_the_old(built: Path, tiny_model: Path) -> None:
+    assert _data_files(built) == ["chunks-000001.parquet", "documents-000001.parquet", "vectors-000001.faiss"]
+    (built.parent / "docs" / "d3.txt").write_text("delta orange harbor")
+    ingest(built.parent / "docs", built, RagidxConfig().override(model={"device": "cpu"}))
+    assert _data_files(built) == ["chunks-000002.parquet", "documents-000002.parquet", "vectors-000002.faiss"]
+    manifest = json.loads((built / MANIFEST_NAME).read_text())
+    assert manifest["generation"] == 2 and manifest["counts"]["documents"] == 4
+    assert {f["name"] for f in manifest["files"].values()} == set(_data_files(built))
+
+
+def test_open_searches_without_loading_anything_else(built: Path) -> None:
+    index = Index.open(built)
+    assert len(index) == 3
+    hits = index.search("beta garden music", k=2)
+    assert [h.rank for h in hits] == [1, 2]
+    assert hits[0].doc_id == "d1.txt" and hits[0].score > hits[1].score
+    assert hits[0].embed_mode == "whole" and hits[0].chunk is None
+    assert index.info()["encoder"]["dim"] == 32
+
+
+def test_truncated_data_file_is_reported(built: Path) -> None:
+    path = built / "vectors-000001.faiss"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(IndexFormatError, match="vectors-000001.faiss: .* truncated"):
+        Index.open(built)
+
+
+def test_missing_data_file_and_non_index_dirs(built: Path, tmp_path: Path) -> None:
+    (built / "documents-000001.parquet").unlink()
+    with pytest.raises(IndexFormatError, match="documents-000001.parquet: missing"):
+        Index.open(built)
+    with pytest.raises(IndexFormatError, match="not a ragidx index"):
+        Index.open(tmp_path)
+    with pytest.raises(IndexFormatError, match="no such index directory"):
+        Index.open(tmp_path / "nope")
+
+
+def test_faiss_and_store_disagreeing_is_reported(built: Path, tiny_model: Path) -> None:
+    index = Index.open(built)
+    index.vectors.remove(index.store.vids()[:1])  # corrupt on purpose: FAISS lost a vector
+    index.commit()
+    with pytest.raises(IndexFormatError, match="does not match the store"):
+        Index.open(built)
+
+
+def test_other_model_is_refused(built: Path, tiny_other_model: Path, tiny_st_model: Path) -> None:
+    same_dim = Index.open(built, encoder_config=EncoderConfig(model=str(tiny_other_model), device="cpu"))
+    with pytest.raises(ModelError, match="fingerprint"):
+        same_dim.search("alpha")
+    other_dim = Encoder(EncoderConfig(model=str(tiny_st_model), device="cpu"))
+    with pytest.raises(ModelError, match="16-d vectors"):
+        Index.open(built, encoder=other_dim)
+
+
+def test_create_refuses_an_existing_index(built: Path, tiny_encoder: Encoder) -> None:
+    with pytest.raises(IndexFormatError, match="already holds an index"):
+        Index.create(built, tiny_encoder)

@@ -1,0 +1,124 @@
+"""Ingestion: documents in, index committed, content-hash aware re-ingest, skipped files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragidx.config import RagidxConfig
+from ragidx.errors import ConfigError, InputError
+from ragidx.index import Index
+from ragidx.ingestion import ingest
+from tests.conftest import TINY_WINDOW, long_text
+
+
+def _config(model: Path, **long_doc: object) -> RagidxConfig:
+    return RagidxConfig().override(model={"model": str(model), "device": "cpu"}, long_doc=long_doc)
+
+
+def _docs(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "short.txt").write_text("Bees dance to share where flowers are.")
+    (root / "long.md").write_text(long_text(300, seed=1))
+    (root / "sub").mkdir(exist_ok=True)
+    (root / "sub" / "page.html").write_text("<html><title>Page</title><body><p>Hello there.</p></body></html>")
+    (root / "corpus.jsonl").write_text('{"_id": "j1", "text": "first record"}\n{"_id": "j2", "text": "second"}\n')
+    return root
+
+
+def test_ingest_records_how_each_document_was_embedded(tmp_path: Path, tiny_model: Path) -> None:
+    report = ingest(_docs(tmp_path / "docs"), tmp_path / "ix", _config(tiny_model, policy="chunk", overlap=8))
+    assert report.added == 5 and report.updated == 0 and not report.skipped
+    assert report.by_mode == {"whole": 4, "chunk": 1}
+    index = Index.open(tmp_path / "ix")
+    long_doc = index.store.document("long.md")
+    assert long_doc.embed_mode == "chunk" and long_doc.n_tokens > TINY_WINDOW
+    assert long_doc.n_vectors == report.vectors - 4
+    assert index.vectors.ntotal == index.store.n_vectors == report.vectors
+    assert sorted(index.store.doc_ids()) == ["j1", "j2", "long.md", "short.txt", "sub/page.html"]
+    assert index.manifest.counts.by_mode == {"chunk": 1, "whole": 4}
+    assert index.manifest.counts.tokens == report.tokens == report.tokens_embedded
+    assert index.store.document("sub/page.html").title == "Page"
+
+
+def test_reingest_skips_unchanged_and_replaces_changed(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    config = _config(tiny_model)
+    ingest(docs, tmp_path / "ix", config)
+    before = Index.open(tmp_path / "ix")
+    again = ingest(docs, tmp_path / "ix", config)
+    assert (again.added, again.updated, again.unchanged) == (0, 0, 5)
+    assert Index.open(tmp_path / "ix").manifest.generation == before.manifest.generation  # nothing written
+
+    (docs / "short.txt").write_text("Lighthouses warn ships about rocks.")
+    (docs / "new.txt").write_text("A brand new document.")
+    third = ingest(docs, tmp_path / "ix", config)
+    assert (third.added, third.updated, third.unchanged) == (1, 1, 4)
+    after = Index.open(tmp_path / "ix")
+    assert after.store.n_documents == 6
+    assert after.vectors.ntotal == after.store.n_vectors
+    assert after.store.document("short.txt").text == "Lighthouses warn ships about rocks."
+    hits = after.search("Lighthouses warn ships about rocks.", k=1)
+    assert hits[0].doc_id == "short.txt" and hits[0].score == pytest.approx(1.0, abs=1e-4)
+
+
+def test_bad_files_are_skipped_and_reported(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    (docs / "empty.txt").write_bytes(b"")
+    (docs / "binary.txt").write_bytes(b"\x00\x01\x02garbage" * 50)
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    report = ingest(docs, tmp_path / "ix", _config(tiny_model))
+    assert report.added == 5
+    reasons = {Path(s.source).name: s.reason for s in report.skipped}
+    assert set(reasons) == {"empty.txt", "binary.txt", "broken.pdf"}
+    assert "binary" in reasons["binary.txt"] and "empty" in reasons["empty.txt"]
+
+
+def test_duplicate_ids_across_jsonl_files_keep_the_first(tmp_path: Path, tiny_model: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.jsonl").write_text('{"_id": "same", "text": "from a"}\n')
+    (docs / "b.jsonl").write_text('{"_id": "same", "text": "from b"}\n')
+    report = ingest(docs, tmp_path / "ix", _config(tiny_model))
+    assert report.added == 1 and len(report.skipped) == 1
+    assert "duplicate document id 'same'" in report.skipped[0].reason
+    assert Index.open(tmp_path / "ix").store.document("same").text == "from a"
+
+
+def test_nothing_to_ingest_writes_nothing(tmp_path: Path, tiny_model: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "image.png").write_bytes(b"\x89PNG")
+    with pytest.raises(InputError, match="no documents to ingest"):
+        ingest(tmp_path / "docs", tmp_path / "ix", _config(tiny_model))
+    assert not (tmp_path / "ix").exists()
+    with pytest.raises(InputError, match="no such file"):
+        ingest(tmp_path / "missing", tmp_path / "ix", _config(tiny_model))
+
+
+def test_conflicting_settings_for_an_existing_index_are_refused(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    ingest(docs, tmp_path / "ix", _config(tiny_model, policy="pcw"))
+    with pytest.raises(ConfigError, match="long_doc.policy = 'pcw', not 'chunk'"):
+        ingest(docs, tmp_path / "ix", _config(tiny_model, policy="chunk"))
+    # settings nobody asked to change come from the index
+    (docs / "more.txt").write_text(long_text(200, seed=5))
+    report = ingest(docs, tmp_path / "ix", RagidxConfig().override(model={"device": "cpu"}))
+    assert report.by_mode == {"pcw": 1}
+
+
+def test_pcw_document_has_one_unit_vector(tmp_path: Path, tiny_model: Path) -> None:
+    ingest(_docs(tmp_path / "docs"), tmp_path / "ix", _config(tiny_model, policy="pcw"))
+    index = Index.open(tmp_path / "ix")
+    doc = index.store.document("long.md")
+    assert doc.embed_mode == "pcw" and doc.n_vectors == 1 and index.store.n_vectors == 5
+    vector = index.vectors.index.reconstruct(int(index.store.vids()[1]))
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_truncate_and_max_tokens_are_recorded(tmp_path: Path, tiny_model: Path) -> None:
+    report = ingest(_docs(tmp_path / "docs"), tmp_path / "ix", _config(tiny_model, policy="truncate"))
+    doc = Index.open(tmp_path / "ix").store.document("long.md")
+    assert doc.embed_mode == "truncate" and doc.n_embedded == TINY_WINDOW - 2 < doc.n_tokens
+    assert report.tokens - report.tokens_embedded == doc.n_tokens - doc.n_embedded
