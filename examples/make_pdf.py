@@ -9,13 +9,13 @@ script produces a byte-identical file. Only the core Helvetica font and
 Latin-1 characters are used, so no font files are needed. Requires fpdf2.
 """
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fpdf import FPDF
 
 OUT = Path(__file__).resolve().parent / "docs" / "solar-system.pdf"
-FIXED_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
+FIXED_DATE = datetime(2024, 1, 1, tzinfo=UTC)
 
 PAGES = [
     (

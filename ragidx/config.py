@@ -57,6 +57,8 @@ class RagidxConfig(BaseModel):
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: config is not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
         return _validate(raw, str(path))

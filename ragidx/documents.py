@@ -61,9 +61,7 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF16_LE, "utf-16-le"),
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
-_META_CHARSET_RE = re.compile(
-    rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.IGNORECASE
-)
+_META_CHARSET_RE = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.IGNORECASE)
 # HTML5 (WHATWG) decodes these labels as windows-1252.
 _WINDOWS_1252_LABELS = frozenset(
     {
@@ -145,9 +143,7 @@ def _single_file(
     yield from _iter_file(file, name)
 
 
-def _walk_dir(
-    root: Path, include: tuple[str, ...], exclude: tuple[str, ...]
-) -> Iterator[Document | Skipped]:
+def _walk_dir(root: Path, include: tuple[str, ...], exclude: tuple[str, ...]) -> Iterator[Document | Skipped]:
     def walk(folder: Path, rel_parts: tuple[str, ...]) -> Iterator[Document | Skipped]:
         try:
             with os.scandir(folder) as scan:
@@ -439,8 +435,7 @@ def _parse_jsonl(text: str, source: str) -> Iterator[Document | Skipped]:
         if result.doc_id in first_line:
             yield Skipped(
                 where,
-                f"duplicate id {result.doc_id!r} (first on line "
-                f"{first_line[result.doc_id]}); kept the first",
+                f"duplicate id {result.doc_id!r} (first on line {first_line[result.doc_id]}); kept the first",
             )
             continue
         first_line[result.doc_id] = lineno
@@ -477,9 +472,7 @@ def _jsonl_record(line: str, lineno: int, source: str) -> Document | str:
         return EMPTY_REASON
     metadata = {k: v for k, v in record.items() if k not in (id_key, "title", "text")}
     metadata.update({"format": "jsonl", "line": lineno})
-    return Document(
-        doc_id=str(raw_id), text=full, source=source, title=title or None, metadata=metadata
-    )
+    return Document(doc_id=str(raw_id), text=full, source=source, title=title or None, metadata=metadata)
 
 
 # --------------------------------------------------------------------------------------------

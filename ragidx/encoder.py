@@ -149,7 +149,9 @@ class Encoder:
         """How many content tokens fit in one window next to the specials and the prompt."""
         budget = self.window_size - len(self.prefix_ids) - len(self.suffix_ids) - len(tokens.prompt_ids)
         if budget < 1:
-            raise ModelError(f"{self.folder.name}: the prompt leaves no room in a {self.window_size}-token window")
+            raise ModelError(
+                f"{self.folder.name}: the prompt leaves no room in a {self.window_size}-token window"
+            )
         return budget
 
     def window(self, tokens: Tokens, start: int = 0, end: int | None = None) -> Window:

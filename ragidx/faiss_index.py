@@ -27,9 +27,7 @@ class FaissConfig(BaseModel):
 
     factory: str = Field("Flat", description="FAISS factory string, e.g. Flat, HNSW32, IVF256,Flat")
     gpu: Literal["auto", "never", "always"] = Field("auto", description="search on a GPU clone")
-    search_params: str = Field(
-        "", description="FAISS search parameters, e.g. 'nprobe=32' or 'efSearch=128'"
-    )
+    search_params: str = Field("", description="FAISS search parameters, e.g. 'nprobe=32' or 'efSearch=128'")
 
     @field_validator("factory")
     @classmethod
@@ -68,6 +66,11 @@ class FaissIndex:
             raise IndexFormatError(
                 f"{source}: corrupt FAISS index ({_faiss_reason(exc)}); re-run ragidx ingest"
             ) from exc
+        if not isinstance(index, faiss.IndexIDMap2):
+            raise IndexFormatError(
+                f"{source}: FAISS index has no id map ({type(index).__name__}); "
+                "it was not written by ragidx, re-run ragidx ingest"
+            )
         return cls(index, config)
 
     def to_bytes(self) -> bytes:

@@ -239,10 +239,16 @@ def _read_checked(directory: Path, entry: FileEntry) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise IndexFormatError(f"{path}: missing or unreadable ({exc.strerror}); re-run ragidx ingest") from exc
+        raise IndexFormatError(
+            f"{path}: missing or unreadable ({exc.strerror}); re-run ragidx ingest"
+        ) from exc
     if len(data) != entry.bytes:
         raise IndexFormatError(
             f"{path}: {len(data)} bytes, the manifest says {entry.bytes}; the index is truncated "
             "or was changed, re-run ragidx ingest"
+        )
+    if hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise IndexFormatError(
+            f"{path}: checksum differs from the manifest; the file is corrupt, re-run ragidx ingest"
         )
     return data

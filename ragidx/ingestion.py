@@ -129,7 +129,9 @@ def ingest(
                 progress.skipped(item)
                 continue
             if item.doc_id in seen:
-                dup = Skipped(item.source, f"duplicate document id {item.doc_id!r} (first from {seen[item.doc_id]})")
+                dup = Skipped(
+                    item.source, f"duplicate document id {item.doc_id!r} (first from {seen[item.doc_id]})"
+                )
                 report.skipped.append(dup)
                 progress.skipped(dup)
                 continue
@@ -182,7 +184,9 @@ def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
     return index
 
 
-def _embed(pending: list[_Planned], index: Index, encoder: Encoder, report: IngestReport, progress: Progress) -> None:
+def _embed(
+    pending: list[_Planned], index: Index, encoder: Encoder, report: IngestReport, progress: Progress
+) -> None:
     """Embed every window of the pending documents in one length-sorted run, then add them."""
     if not pending:
         return
@@ -230,6 +234,11 @@ def _span_record(doc_id: str, ordinal: int, start: int, end: int, tokens: Tokens
     else:
         char_start, char_end = tokens.offsets[start][0], tokens.offsets[end - 1][1]
     return VectorRecord(
-        vid=-1, doc_id=doc_id, ordinal=ordinal, tok_start=start, tok_end=end,
-        char_start=char_start, char_end=char_end,
+        vid=-1,
+        doc_id=doc_id,
+        ordinal=ordinal,
+        tok_start=start,
+        tok_end=end,
+        char_start=char_start,
+        char_end=char_end,
     )

@@ -66,7 +66,7 @@ class Manifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["ragidx-index"] = "ragidx-index"
-    format_version: int = FORMAT_VERSION
+    format_version: int = Field(FORMAT_VERSION, strict=True)
     ragidx_version: str
     created: datetime = Field(default_factory=now)
     updated: datetime = Field(default_factory=now)
@@ -92,7 +92,8 @@ class Manifest(BaseModel):
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise IndexFormatError(f"{path}: unreadable manifest ({exc}); re-run ragidx ingest") from exc
-        if isinstance(raw, dict) and raw.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+        version = raw.get("format_version") if isinstance(raw, dict) else None
+        if isinstance(version, int) and version > FORMAT_VERSION:
             raise IndexFormatError(
                 f"{path}: written by a newer ragidx (format {raw['format_version']}); upgrade ragidx"
             )

@@ -163,9 +163,7 @@ def read_model_folder(name: str, path: Path, revision: str | None) -> ModelFolde
         elif kind == "Normalize":
             folder.normalize = True
         else:
-            raise ModelError(
-                f"{modules_file}: module type {module.get('type')!r} is not supported by ragidx"
-            )
+            raise ModelError(f"{modules_file}: module type {module.get('type')!r} is not supported by ragidx")
     st_config = _read_json(path / "config_sentence_transformers.json")
     folder.prompts = {str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()}
     return folder
@@ -213,7 +211,7 @@ def _download(repo_id: str, revision: str | None) -> Path:
 
     try:
         return Path(snapshot_download(repo_id, revision=revision, ignore_patterns=_HUB_IGNORE))
-    except Exception as exc:  # noqa: BLE001 - hub errors come in many types; all mean "not here"
+    except Exception as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ModelError(
             f"{repo_id}: model not found locally and not downloadable from the Hugging Face hub "

@@ -23,9 +23,56 @@ SNIPPET_CHARS = 240
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset(
-    "the and for are was were with that this from what which who whom how why when where does did "
-    "can could should would will has have had not but you your its into about than then them they "
-    "there their his her our out all any each".split()
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "was",
+        "were",
+        "with",
+        "that",
+        "this",
+        "from",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "how",
+        "why",
+        "when",
+        "where",
+        "does",
+        "did",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "has",
+        "have",
+        "had",
+        "not",
+        "but",
+        "you",
+        "your",
+        "its",
+        "into",
+        "about",
+        "than",
+        "then",
+        "them",
+        "they",
+        "there",
+        "their",
+        "his",
+        "her",
+        "our",
+        "out",
+        "all",
+        "any",
+        "each",
+    ]
 )
 
 

@@ -31,12 +31,15 @@ def read_queries(path: str | Path) -> list[tuple[str, str]]:
         raise InputError(f"{path}: queries file is not UTF-8 ({exc.reason})") from exc
     as_json = path.suffix.lower() in (".jsonl", ".json")
     queries: list[tuple[str, str]] = []
+    first = True
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        pair = _json_query(line) if as_json else _tsv_query(line, first=not queries)
-        if pair is None and not as_json and not queries:
-            continue  # header row
+        if first and not as_json and _is_tsv_header(line):
+            first = False
+            continue
+        first = False
+        pair = _json_query(line) if as_json else _tsv_query(line)
         if pair is None:
             kind = "a JSON object with _id/id and text" if as_json else "id<TAB>text"
             raise InputError(f"{path}:{number}: expected {kind}; fix or remove the line")
@@ -64,18 +67,19 @@ def _json_query(line: str) -> tuple[str, str] | None:
     return str(qid), text
 
 
-def _tsv_query(line: str, first: bool) -> tuple[str, str] | None:
+def _is_tsv_header(line: str) -> bool:
+    first = line.split(None, 1)[0].lower() if line.strip() else ""
+    return first in ("id", "qid", "query_id", "_id")
+
+
+def _tsv_query(line: str) -> tuple[str, str] | None:
     parts = line.rstrip("\n").split("\t", 1)
     if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-        return None
-    if first and parts[0].strip().lower() in ("id", "qid", "query_id", "_id"):
         return None
     return parts[0].strip(), parts[1].strip()
 
 
-def write_run(
-    handle: TextIO, qid: str, ranked: Sequence[tuple[str, float]], tag: str = "ragidx"
-) -> None:
+def write_run(handle: TextIO, qid: str, ranked: Sequence[tuple[str, float]], tag: str = "ragidx") -> None:
     """Write one query's ranking as TREC run lines (rank from 1).
 
     TREC columns are whitespace-separated, so whitespace inside ids is written as ``%20`` etc.

@@ -78,12 +78,24 @@ def tiny_st_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (folder / "1_Pooling").mkdir()
     (folder / "1_Pooling" / "config.json").write_text(
-        json.dumps({"word_embedding_dimension": 32, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False})
+        json.dumps(
+            {
+                "word_embedding_dimension": 32,
+                "pooling_mode_cls_token": True,
+                "pooling_mode_mean_tokens": False,
+            }
+        )
     )
     (folder / "2_Dense").mkdir()
     (folder / "2_Dense" / "config.json").write_text(
-        json.dumps({"in_features": 32, "out_features": 16, "bias": True,
-                    "activation_function": "torch.nn.modules.activation.Tanh"})
+        json.dumps(
+            {
+                "in_features": 32,
+                "out_features": 16,
+                "bias": True,
+                "activation_function": "torch.nn.modules.activation.Tanh",
+            }
+        )
     )
     torch.manual_seed(3)
     save_file(
@@ -125,7 +137,20 @@ def long_text(n_words: int, seed: int = 0) -> str:
     import random
 
     rng = random.Random(seed)
-    words = "river stone light window garden paper music winter orange harbor forest engine".split()
+    words = [
+        "river",
+        "stone",
+        "light",
+        "window",
+        "garden",
+        "paper",
+        "music",
+        "winter",
+        "orange",
+        "harbor",
+        "forest",
+        "engine",
+    ]
     sentences = []
     count = 0
     while count < n_words:

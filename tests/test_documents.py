@@ -159,9 +159,7 @@ def test_binary_file_with_txt_suffix_is_skipped(tmp_path: Path) -> None:
 @pytest.mark.parametrize("content", ["", "  \n\t\n  "])
 def test_empty_file_is_skipped(tmp_path: Path, content: str) -> None:
     path = _touch(tmp_path, "empty.md", content)
-    assert _one_skip(path) == Skipped(
-        str(path.resolve()), "empty document (no text after extraction)"
-    )
+    assert _one_skip(path) == Skipped(str(path.resolve()), "empty document (no text after extraction)")
 
 
 def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,7 +85,9 @@ def test_window_adds_specials_and_prompt(tiny_st_model: Path) -> None:
 def test_batched_padded_equals_one_at_a_time(tiny_encoder: Encoder) -> None:
     """Padding and length-sorted batching do not change any vector, and order is preserved."""
     texts = [long_text(n, seed=n) for n in (3, 40, 9, 25, 1, 33)]
-    windows = [tiny_encoder.window(t, 0, tiny_encoder.content_budget(t)) for t in map(tiny_encoder.tokenize, texts)]
+    windows = [
+        tiny_encoder.window(t, 0, tiny_encoder.content_budget(t)) for t in map(tiny_encoder.tokenize, texts)
+    ]
     together = tiny_encoder.embed_windows(windows)
     alone = np.vstack([tiny_encoder.embed_windows([w]) for w in windows])
     np.testing.assert_allclose(together, alone, atol=1e-5)

@@ -23,8 +23,12 @@ def _docs(root: Path) -> Path:
     (root / "short.txt").write_text("Bees dance to share where flowers are.")
     (root / "long.md").write_text(long_text(300, seed=1))
     (root / "sub").mkdir(exist_ok=True)
-    (root / "sub" / "page.html").write_text("<html><title>Page</title><body><p>Hello there.</p></body></html>")
-    (root / "corpus.jsonl").write_text('{"_id": "j1", "text": "first record"}\n{"_id": "j2", "text": "second"}\n')
+    (root / "sub" / "page.html").write_text(
+        "<html><title>Page</title><body><p>Hello there.</p></body></html>"
+    )
+    (root / "corpus.jsonl").write_text(
+        '{"_id": "j1", "text": "first record"}\n{"_id": "j2", "text": "second"}\n'
+    )
     return root
 
 

@@ -32,11 +32,13 @@ def test_chunked_documents_are_reported_once_with_their_best_chunk(tmp_path: Pat
     chunk = next(r for r in chunk_rows if r.doc_id == "long1.txt" and r.ordinal == 3)
     query = index.encoder.tokenizer.decode(tokens.ids[chunk.tok_start : chunk.tok_end])
     hits = index.search(query, k=10)
-    assert [h.doc_id for h in hits][0] == "long1.txt"
+    assert hits[0].doc_id == "long1.txt"
     assert sorted(h.doc_id for h in hits) == ["long0.txt", "long1.txt", "long2.txt"]  # deduplicated
     assert hits[0].chunk is not None and hits[0].chunk["ordinal"] == 3
     assert hits[0].embed_mode == "chunk"
-    assert doc.text[hits[0].chunk["char_start"] : hits[0].chunk["char_end"]].lower().startswith(query.split()[0])
+    assert (
+        doc.text[hits[0].chunk["char_start"] : hits[0].chunk["char_end"]].lower().startswith(query.split()[0])
+    )
 
     # scores are the max over each document's chunks (brute force over all vectors)
     qv, _ = index.encoder.embed([query], role="query")
@@ -51,7 +53,11 @@ def test_chunked_documents_are_reported_once_with_their_best_chunk(tmp_path: Pat
 def test_k_larger_than_the_index(tmp_path: Path, tiny_model: Path) -> None:
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.txt").write_text("one")
-    ingest(tmp_path / "d", tmp_path / "ix", RagidxConfig().override(model={"model": str(tiny_model), "device": "cpu"}))
+    ingest(
+        tmp_path / "d",
+        tmp_path / "ix",
+        RagidxConfig().override(model={"model": str(tiny_model), "device": "cpu"}),
+    )
     hits = Index.open(tmp_path / "ix").search("one", k=50)
     assert len(hits) == 1 and hits[0].doc_id == "a.txt"
 

@@ -22,7 +22,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 out = Console(soft_wrap=True)  # results (stdout)
-err = Console(stderr=True)  # progress, warnings, errors
+err = Console(stderr=True, soft_wrap=True)  # progress and warnings
 
 app = typer.Typer(
     name="ragidx",
@@ -55,10 +55,10 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
         except RagidxError as exc:
             if state.debug:
                 raise
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            err.print("[yellow]interrupted[/]: nothing was committed")
+            typer.echo("interrupted: nothing was committed", err=True)
             raise typer.Exit(130) from None
 
     return wrapper

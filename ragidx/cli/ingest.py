@@ -18,7 +18,6 @@ from ragidx.documents import Document, Skipped
 from ragidx.ingestion import IngestReport, ingest
 from ragidx.longdoc import Policy
 
-
 PARTIAL_EXIT = 3  # the index was committed, but some files were skipped (like rsync's code 23)
 
 
@@ -105,7 +104,8 @@ def ingest_command(
         TextColumn("{task.fields[unit]}"),
         TimeElapsedColumn(),
     )
-    with RichBar(*columns, console=err, transient=True, disable=quiet or as_json) as bar:
+    show = not (quiet or as_json) and err.is_terminal  # no bar in logs and pipes
+    with RichBar(*columns, console=err, transient=True, disable=not show) as bar:
         report = ingest(paths, index, settings, progress=_Progress(bar))
     if as_json:
         out.print_json(json.dumps(report.to_dict()))
@@ -119,8 +119,11 @@ def _summary(report: IngestReport) -> None:
     table = Table(title=f"ingested into {report.index}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("documents", f"{report.added} added, {report.updated} updated, "
-                  f"{report.unchanged} unchanged, {len(report.skipped)} skipped")
+    table.add_row(
+        "documents",
+        f"{report.added} added, {report.updated} updated, "
+        f"{report.unchanged} unchanged, {len(report.skipped)} skipped",
+    )
     modes = ", ".join(f"{n} {mode}" for mode, n in sorted(report.by_mode.items())) or "-"
     table.add_row("embedded as", modes)
     cut = report.tokens - report.tokens_embedded

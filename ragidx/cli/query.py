@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -22,7 +23,9 @@ from ragidx.trec import read_queries, write_run
 @app.command("query")
 @handle_errors
 def query_command(
-    text: Annotated[str | None, typer.Argument(help="The question or search text.", show_default=False)] = None,
+    text: Annotated[
+        str | None, typer.Argument(help="The question or search text.", show_default=False)
+    ] = None,
     index: IndexDir = Path(DEFAULT_INDEX),
     k: Annotated[int, typer.Option("-k", "--top-k", min=1, help="How many documents to return.")] = 10,
     queries: Annotated[
@@ -38,7 +41,9 @@ def query_command(
         typer.Option("--model", "-m", help="Check that the index was built with this model."),
     ] = None,
     device: Device = None,
-    with_text: Annotated[bool, typer.Option("--with-text", help="JSON: include each document's full text.")] = False,
+    with_text: Annotated[
+        bool, typer.Option("--with-text", help="JSON: include each document's full text.")
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Search an index. Documents that were chunked score by their best chunk.
@@ -62,16 +67,17 @@ def query_command(
     pairs = read_queries(queries)
     ranked = opened.search_many([t for _, t in pairs], k)
     if as_json:
-        payload = {qid: [r.to_dict(with_text=with_text) for r in res] for (qid, _), res in zip(pairs, ranked, strict=True)}
+        payload = {
+            qid: [r.to_dict(with_text=with_text) for r in res]
+            for (qid, _), res in zip(pairs, ranked, strict=True)
+        }
         out.print_json(json.dumps(payload, ensure_ascii=False))
     if run_out is not None or not as_json:
-        handle = open(run_out, "w", encoding="utf-8") if run_out else sys.stdout
-        try:
+        with (
+            open(run_out, "w", encoding="utf-8") if run_out else contextlib.nullcontext(sys.stdout) as handle
+        ):
             for (qid, _), res in zip(pairs, ranked, strict=True):
                 write_run(handle, qid, [(r.doc_id, r.score) for r in res], run_tag)
-        finally:
-            if run_out:
-                handle.close()
 
 
 def _table(query: str, results: list[SearchResult]) -> None:

@@ -1,0 +1,112 @@
+"""``ragidx ingest`` through Typer's CliRunner: summary, JSON, exit codes, error lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ragidx.cli import app
+from tests.conftest import long_text
+
+runner = CliRunner()
+
+
+def _docs(root: Path) -> Path:
+    root.mkdir()
+    (root / "a.txt").write_text("Bees dance to share where flowers are.")
+    (root / "b.md").write_text(long_text(200))
+    return root
+
+
+def test_ingest_prints_a_summary(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    result = runner.invoke(
+        app, ["ingest", str(docs), "--index", str(tmp_path / "ix"), "--model", str(tiny_model)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "2 added, 0 updated, 0 unchanged, 0 skipped" in result.stdout
+    assert "1 chunk, 1 whole" in result.stdout
+    assert "tokens/s" in result.stdout
+
+
+def test_ingest_json_and_flags(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    args = [
+        "ingest",
+        str(docs),
+        "-i",
+        str(tmp_path / "ix"),
+        "-m",
+        str(tiny_model),
+        "--long-doc",
+        "pcw",
+        "--faiss-factory",
+        "HNSW16",
+        "--exclude",
+        "a.txt",
+        "--json",
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["added"] == 1 and report["by_mode"] == {"pcw": 1} and report["vectors"] == 1
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    assert manifest["faiss"]["factory"] == "HNSW16" and manifest["long_doc"]["policy"] == "pcw"
+
+
+def test_config_file_and_flag_override(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[model]\nmodel = "{tiny_model}"\n[long_doc]\npolicy = "truncate"\n')
+    result = runner.invoke(app, ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-c", str(cfg), "--json"])
+    assert json.loads(result.stdout)["by_mode"] == {"truncate": 1, "whole": 1}
+    result = runner.invoke(
+        app,
+        ["ingest", str(docs), "-i", str(tmp_path / "ix2"), "-c", str(cfg), "--long-doc", "chunk", "--json"],
+    )
+    assert json.loads(result.stdout)["by_mode"] == {"chunk": 1, "whole": 1}
+
+
+def test_skipped_files_warn_and_exit_3(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    (docs / "bad.txt").write_bytes(b"\x00\x00binary")
+    result = runner.invoke(app, ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model)])
+    assert result.exit_code == 3
+    assert "warning:" in result.stderr and "bad.txt" in result.stderr and "binary" in result.stderr
+    assert (tmp_path / "ix" / "manifest.json").is_file()
+
+
+def test_errors_are_one_line_with_non_zero_exit(tmp_path: Path, tiny_model: Path) -> None:
+    missing = runner.invoke(app, ["ingest", str(tmp_path / "nope"), "-i", str(tmp_path / "ix")])
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith("error: ") and "nope: no such file or directory" in missing.stderr
+    assert "Traceback" not in missing.output
+
+    docs = _docs(tmp_path / "docs")
+    bad_model = runner.invoke(
+        app, ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tmp_path / "nomodel")]
+    )
+    assert bad_model.exit_code == 1 and "no such model folder" in bad_model.stderr
+    assert not (tmp_path / "ix").exists()
+
+    bad_cfg = tmp_path / "bad.toml"
+    bad_cfg.write_text("[long_doc]\npolicy = 'sideways'\n")
+    result = runner.invoke(app, ["ingest", str(docs), "-c", str(bad_cfg)])
+    assert result.exit_code == 2 and "bad.toml: long_doc.policy" in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--debug", "ingest", str(tmp_path / "nope")])
+    assert result.exit_code == 1 and result.exception is not None
+    assert type(result.exception).__name__ == "InputError"
+
+
+def test_help_teaches(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ingest", "--help"])
+    assert result.exit_code == 0
+    for text in ("--long-doc", "pcw", "--faiss-factory", "Exit status"):
+        assert text in result.stdout
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("ragidx ")

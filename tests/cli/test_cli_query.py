@@ -1,0 +1,105 @@
+"""``ragidx query`` and ``ragidx info`` through Typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragidx.cli import app
+from ragidx.trec import read_run
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def index_dir(tmp_path: Path, tiny_model: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in {
+        "a.txt": "alpha river stone",
+        "b.txt": "beta garden music",
+        "c.txt": "gamma winter",
+    }.items():
+        (docs / name).write_text(text)
+    result = runner.invoke(
+        app, ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model), "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    return tmp_path / "ix"
+
+
+def test_query_table(index_dir: Path) -> None:
+    result = runner.invoke(app, ["query", "beta garden music", "-i", str(index_dir), "-k", "2"])
+    assert result.exit_code == 0, result.output
+    assert "top 2 for: beta garden music" in result.stdout
+    assert "b.txt" in result.stdout and "beta garden music" in result.stdout
+
+
+def test_query_json(index_dir: Path) -> None:
+    result = runner.invoke(app, ["query", "beta garden music", "-i", str(index_dir), "--json", "-k", "3"])
+    hits = json.loads(result.stdout)
+    assert [h["rank"] for h in hits] == [1, 2, 3]
+    assert hits[0]["doc_id"] == "b.txt" and hits[0]["score"] == pytest.approx(1.0, abs=1e-4)
+    assert {"rank", "score", "doc_id", "source", "snippet", "metadata", "embed_mode"} <= hits[0].keys()
+    assert "text" not in hits[0]
+    with_text = json.loads(
+        runner.invoke(app, ["query", "beta", "-i", str(index_dir), "--json", "--with-text"]).stdout
+    )
+    assert "text" in with_text[0]
+
+
+def test_batch_queries_write_a_trec_run(index_dir: Path, tmp_path: Path) -> None:
+    queries = tmp_path / "q.tsv"
+    queries.write_text("id\ttext\nq1\talpha river stone\nq2\tgamma winter\n")
+    run = tmp_path / "run.trec"
+    result = runner.invoke(
+        app, ["query", "--queries", str(queries), "-i", str(index_dir), "-k", "2", "--run-out", str(run)]
+    )
+    assert result.exit_code == 0, result.output
+    lines = run.read_text().splitlines()
+    assert len(lines) == 4 and lines[0].startswith("q1 Q0 a.txt 1 ")
+    parsed = read_run(lines)
+    assert max(parsed["q2"], key=parsed["q2"].get) == "c.txt"
+    jsonl = tmp_path / "q.jsonl"
+    jsonl.write_text('{"_id": "x", "text": "beta garden music"}\n')
+    as_json = runner.invoke(app, ["query", "--queries", str(jsonl), "-i", str(index_dir), "--json"])
+    assert json.loads(as_json.stdout)["x"][0]["doc_id"] == "b.txt"
+
+
+def test_query_errors(index_dir: Path, tmp_path: Path, tiny_other_model: Path) -> None:
+    neither = runner.invoke(app, ["query", "-i", str(index_dir)])
+    assert neither.exit_code == 2 and "either a query TEXT or --queries" in neither.stderr
+    not_index = runner.invoke(app, ["query", "x", "-i", str(tmp_path)])
+    assert not_index.exit_code == 1 and "not a ragidx index" in not_index.stderr
+    wrong_model = runner.invoke(app, ["query", "x", "-i", str(index_dir), "--model", str(tiny_other_model)])
+    assert wrong_model.exit_code == 1 and "was built with" in wrong_model.stderr
+    bad_queries = tmp_path / "bad.jsonl"
+    bad_queries.write_text("{not json\n")
+    result = runner.invoke(app, ["query", "--queries", str(bad_queries), "-i", str(index_dir)])
+    assert result.exit_code == 1 and "bad.jsonl:1" in result.stderr
+
+
+def test_info(index_dir: Path, tmp_path: Path) -> None:
+    table = runner.invoke(app, ["info", str(index_dir)])
+    assert table.exit_code == 0
+    for text in (
+        "model",
+        "dim",
+        "32",
+        "pooling",
+        "mean",
+        "long documents",
+        "chunk",
+        "Flat",
+        "3 whole",
+        "ragidx",
+    ):
+        assert text in table.stdout
+    data = json.loads(runner.invoke(app, ["info", str(index_dir), "--json"]).stdout)
+    assert data["counts"]["documents"] == 3 and data["encoder"]["dim"] == 32
+    assert data["faiss"]["factory"] == "Flat" and data["long_doc"]["policy"] == "chunk"
+    missing = runner.invoke(app, ["info", str(tmp_path / "none")])
+    assert missing.exit_code == 1 and "no such index directory" in missing.stderr

@@ -1,0 +1,78 @@
+"""Pooling modes against hand-computed values, and sentence-transformers pooling configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ragidx.errors import ModelError
+from ragidx.pooling import PoolingConfig, pool
+
+HIDDEN = torch.tensor(
+    [
+        [[1.0, 0.0], [3.0, 2.0], [5.0, 4.0], [100.0, 100.0]],  # last token is padding
+        [[0.0, 1.0], [2.0, 3.0], [-4.0, 5.0], [6.0, -7.0]],
+    ]
+)
+MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("cls", [[1.0, 0.0], [0.0, 1.0]]),
+        ("mean", [[3.0, 2.0], [1.0, 0.5]]),
+        ("max", [[5.0, 4.0], [6.0, 5.0]]),
+        ("lasttoken", [[5.0, 4.0], [6.0, -7.0]]),
+        ("mean_sqrt_len_tokens", [[9.0 / 3**0.5, 6.0 / 3**0.5], [4.0 / 2.0, 2.0 / 2.0]]),
+    ],
+)
+def test_each_mode_ignores_padding(mode: str, expected: list[list[float]]) -> None:
+    out = pool(HIDDEN, MASK, PoolingConfig(modes=(mode,)))
+    torch.testing.assert_close(out, torch.tensor(expected))
+
+
+def test_modes_concatenate_in_order() -> None:
+    out = pool(HIDDEN, MASK, PoolingConfig(modes=("cls", "mean")))
+    torch.testing.assert_close(out[0], torch.tensor([1.0, 0.0, 3.0, 2.0]))
+
+
+def test_prompt_tokens_left_out_when_include_prompt_is_false() -> None:
+    starts = torch.tensor([2, 1])  # content starts after [CLS] + prompt
+    out = pool(HIDDEN, MASK, PoolingConfig(modes=("mean",), include_prompt=False), content_starts=starts)
+    torch.testing.assert_close(out, torch.tensor([[5.0, 4.0], [4.0 / 3, 1.0 / 3]]))
+    kept = pool(HIDDEN, MASK, PoolingConfig(modes=("mean",)), content_starts=starts)
+    torch.testing.assert_close(kept, torch.tensor([[3.0, 2.0], [1.0, 0.5]]))
+
+
+def _write(folder: Path, config: dict[str, object]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_reads_old_and_new_sentence_transformers_configs(tmp_path: Path) -> None:
+    old = _write(tmp_path / "old", {"word_embedding_dimension": 8, "pooling_mode_cls_token": True})
+    assert PoolingConfig.from_sentence_transformers(old).modes == ("cls",)
+    new = _write(
+        tmp_path / "new", {"embedding_dimension": 8, "pooling_mode": "lasttoken", "include_prompt": False}
+    )
+    cfg = PoolingConfig.from_sentence_transformers(new)
+    assert cfg.modes == ("lasttoken",) and cfg.include_prompt is False
+    several = _write(tmp_path / "many", {"pooling_mode": ["cls", "max"]})
+    assert PoolingConfig.from_sentence_transformers(several).modes == ("cls", "max")
+    none_set = _write(tmp_path / "none", {"word_embedding_dimension": 8})
+    assert PoolingConfig.from_sentence_transformers(none_set).modes == ("mean",)
+
+
+def test_unsupported_or_unreadable_pooling_config(tmp_path: Path) -> None:
+    weighted = _write(tmp_path / "w", {"pooling_mode_weightedmean_tokens": True})
+    with pytest.raises(ModelError, match="'weightedmean' is not supported"):
+        PoolingConfig.from_sentence_transformers(weighted)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "config.json").write_text("{nope")
+    with pytest.raises(ModelError, match="cannot read pooling config"):
+        PoolingConfig.from_sentence_transformers(tmp_path / "bad")
