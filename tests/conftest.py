@@ -158,3 +158,55 @@ def long_text(n_words: int, seed: int = 0) -> str:
         sentences.append(f"Sentence {len(sentences)} says {body}.")
         count += 12
     return " ".join(sentences)
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 2-layer Llama (causal, RoPE) with a word-level tokenizer that appends EOS, saved as a
+    sentence-transformers folder with last-token pooling (the layout of decoder embedders)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    words = (
+        "river stone light window garden paper music winter orange harbor forest engine sentence says".split()
+    )
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, ".": 4}
+    vocab.update({w: i + 5 for i, w in enumerate(words)})
+    vocab.update({str(n): len(vocab) + n for n in range(200)})
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
+    core.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 1), ("</s>", 2)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(4)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        initializer_range=0.5,
+    )
+    LlamaModel(config).save_pretrained(folder)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"embedding_dimension": 32, "pooling_mode": "lasttoken"})
+    )
+    return folder

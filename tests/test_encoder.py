@@ -148,3 +148,20 @@ def test_embedding_is_deterministic_and_normalised(tiny_encoder: Encoder) -> Non
     second, _ = tiny_encoder.embed(list(reversed(TEXTS)))
     np.testing.assert_allclose(first, second[::-1], atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+
+
+def test_decoder_last_token_pooling_reads_the_eos_state(tiny_decoder: Path) -> None:
+    """Last-token pooling (decoder embedders): the EOS hidden state, unaffected by right padding."""
+    encoder = Encoder(EncoderConfig(model=str(tiny_decoder), device="cpu"))
+    assert encoder.pooling.modes == ("lasttoken",)
+    assert encoder.prefix_ids == [1] and encoder.suffix_ids == [2]
+    assert encoder.window_size == 128 and encoder.model_type == "llama"
+    texts = ["river stone light .", long_text(60, seed=3)]
+    together, _ = encoder.embed(texts, role="document")
+    for text, vector in zip(texts, together, strict=True):
+        ids = encoder.tokenizer(text)["input_ids"]
+        assert ids[-1] == 2
+        with torch.no_grad():
+            hidden = encoder.model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+        expected = torch.nn.functional.normalize(hidden, dim=-1).numpy()
+        np.testing.assert_allclose(vector, expected, atol=1e-5)
