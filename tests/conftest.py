@@ -18,6 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 TINY_WINDOW = 64
+FILLER_WORDS = ("river", "stone", "light", "window", "garden", "paper", "music", "winter", "orange", "harbor")
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "docs"
 
 
@@ -137,20 +138,7 @@ def long_text(n_words: int, seed: int = 0) -> str:
     import random
 
     rng = random.Random(seed)
-    words = [
-        "river",
-        "stone",
-        "light",
-        "window",
-        "garden",
-        "paper",
-        "music",
-        "winter",
-        "orange",
-        "harbor",
-        "forest",
-        "engine",
-    ]
+    words = FILLER_WORDS
     sentences = []
     count = 0
     while count < n_words:
@@ -168,9 +156,7 @@ def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
 
     folder = tmp_path_factory.mktemp("tiny-llama")
-    words = (
-        "river stone light window garden paper music winter orange harbor forest engine sentence says".split()
-    )
+    words = [*FILLER_WORDS, "sentence", "says"]
     vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, ".": 4}
     vocab.update({w: i + 5 for i, w in enumerate(words)})
     vocab.update({str(n): len(vocab) + n for n in range(200)})
