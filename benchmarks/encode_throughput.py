@@ -413,10 +413,11 @@ def print_table(env: dict[str, Any], scenarios: Sequence[Scenario]) -> None:
             )
         else:
             print(
-                f"  checks: decoded chunks re-tokenized: {c['chunks_same_ids']}/{c['windows']} same ids, "
-                f"{c['chunks_same_length']}/{c['windows']} same length "
-                f"(+{c['chunks_longer_after_decode']} longer, -{c['chunks_shorter_after_decode']} shorter, "
-                f"{c['chunks_truncated_by_st']} truncated by ST)"
+                f"  checks: decoded chunks re-tokenized: "
+                f"{c['chunks_same_length']}/{c['windows']} same length, "
+                f"{c['chunks_longer_after_decode']} longer, {c['chunks_shorter_after_decode']} shorter, "
+                f"{c['chunks_truncated_by_st']} over the window (cut by ST); "
+                f"{c['chunks_same_ids']}/{c['windows']} identical ids"
             )
             print(
                 f"          tokens ragidx {c['ragidx_tokens']:,} vs ST {c['st_tokens']:,} | "
@@ -424,11 +425,13 @@ def print_table(env: dict[str, Any], scenarios: Sequence[Scenario]) -> None:
                 f"ST {c['st_batches']}"
             )
         print(
-            f"  {'system':<22}{'tokens':>9}{'best s':>9}{'median s':>10}{'tok/s med':>11}{'tok/s best':>12}"
+            f"  {'system':<22}{'tokens':>9}{'best s':>9}{'median s':>10}{'cpu s med':>11}"
+            f"{'tok/s med':>11}{'tok/s best':>12}"
         )
         for label, t in (("ragidx", sc.ragidx), ("sentence-transformers", sc.st)):
             print(
                 f"  {label:<22}{t.tokens:>9,}{t.best:>9.3f}{t.median:>10.3f}"
+                f"{statistics.median(t.cpu_seconds):>11.3f}"
                 f"{t.tokens / t.median:>11,.0f}{t.tokens / t.best:>12,.0f}"
             )
         print(f"  ratio ragidx / ST (tok/s on medians): {sc.ratio:.3f}x")

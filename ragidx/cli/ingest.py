@@ -26,13 +26,13 @@ class _Progress:
 
     def __init__(self, bar: RichBar):
         self.bar = bar
-        self.docs = bar.add_task("documents", total=None, unit="docs")
-        self.tokens = bar.add_task("tokens", total=0, unit="tok")
+        self.docs = bar.add_task("read", total=None, unit="documents")
+        self.tokens = bar.add_task("embedded", total=0, unit="tokens")
         self._planned = 0
 
     def planned(self, document: Document, n_tokens: int) -> None:
         self._planned += n_tokens
-        self.bar.update(self.docs, advance=1, description=f"documents [dim]{document.doc_id[-40:]}")
+        self.bar.update(self.docs, advance=1, description=f"read [dim]{document.doc_id[-32:]}")
         self.bar.update(self.tokens, total=self._planned)
 
     def embedded(self, n_tokens: int) -> None:
