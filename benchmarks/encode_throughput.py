@@ -524,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sentence_transformers": sentence_transformers.__version__,
         "python": platform.python_version(),
         "batch_size": args.batch_size,
-        "max_batch_tokens": encoder.config.max_batch_tokens,
+        "max_batch_tokens": encoder.max_batch_tokens,
         "repeats": args.repeats,
     }
     if args.device == "cuda":

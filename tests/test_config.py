@@ -45,12 +45,11 @@ def test_load_default_toml() -> None:
         "device",
         "dtype",
         "batch_size",
-        "max_batch_tokens",
         "trust_remote_code",
     }
     assert "model" not in config.model.model_fields_set  # left unset so existing indexes keep theirs
     assert (config.model.device, config.model.dtype) == ("auto", "auto")
-    assert (config.model.batch_size, config.model.max_batch_tokens) == (32, 16384)
+    assert (config.model.batch_size, config.model.max_batch_tokens) == (32, None)
     assert config.model.trust_remote_code is False
     assert config.long_doc.model_fields_set == {"policy", "overlap"}
     assert (config.long_doc.policy, config.long_doc.overlap, config.long_doc.chunk_size) == (
