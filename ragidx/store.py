@@ -176,6 +176,12 @@ class Store:
         self._apply()
         return self._documents["doc_id"].to_pylist()
 
+    def summaries(self) -> list[dict[str, Any]]:
+        """One small dict per document (no text): how each was embedded, in index order."""
+        self._apply()
+        columns = ["doc_id", "source", "n_tokens", "n_embedded", "embed_mode", "n_vectors"]
+        return self._documents.select(columns).to_pylist()
+
     def stats(self) -> dict[str, Any]:
         """Counts for the manifest: documents, vectors, tokens, and documents per embed mode."""
         self._apply()

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ragidx.cli.app import app, handle_errors, out
 from ragidx.cli.options import DEFAULT_INDEX, Json
+from ragidx.index import Index
 from ragidx.manifest import Manifest
 
 
@@ -18,10 +19,16 @@ from ragidx.manifest import Manifest
 @handle_errors
 def info_command(
     index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
+    documents: Annotated[
+        bool, typer.Option("--documents", help="List every document: tokens, tokens embedded, mode.")
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Print the index manifest: model, dims, pooling, long-document policy, FAISS factory,
     counts (documents per embed mode), ragidx version."""
+    if documents:
+        _documents(Index.open(index), as_json)
+        return
     manifest = Manifest.read(index)
     if as_json:
         data = manifest.model_dump(mode="json")
@@ -51,6 +58,29 @@ def info_command(
     ]
     for key, value in rows:
         table.add_row(key, value)
+    out.print(table)
+
+
+def _documents(index: Index, as_json: bool) -> None:
+    rows = index.store.summaries()
+    if as_json:
+        out.print_json(json.dumps(rows, ensure_ascii=False))
+        return
+    table = Table(title=f"{len(rows)} documents in {index.directory}", title_justify="left")
+    for name, justify in (
+        ("document", "left"),
+        ("tokens", "right"),
+        ("embedded", "right"),
+        ("mode", "left"),
+        ("vectors", "right"),
+    ):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for row in rows:
+        cut = row["n_tokens"] - row["n_embedded"]
+        embedded = f"{row['n_embedded']:,}" + (f" [yellow](-{cut:,})[/]" if cut else "")
+        table.add_row(
+            row["doc_id"], f"{row['n_tokens']:,}", embedded, row["embed_mode"], str(row["n_vectors"])
+        )
     out.print(table)
 
 

@@ -101,5 +101,10 @@ def test_info(index_dir: Path, tmp_path: Path) -> None:
     data = json.loads(runner.invoke(app, ["info", str(index_dir), "--json"]).stdout)
     assert data["counts"]["documents"] == 3 and data["encoder"]["dim"] == 32
     assert data["faiss"]["factory"] == "Flat" and data["long_doc"]["policy"] == "chunk"
+    listing = runner.invoke(app, ["info", str(index_dir), "--documents"])
+    assert listing.exit_code == 0 and "3 documents in" in listing.stdout and "whole" in listing.stdout
+    rows = json.loads(runner.invoke(app, ["info", str(index_dir), "--documents", "--json"]).stdout)
+    assert sorted(r["doc_id"] for r in rows) == ["a.txt", "b.txt", "c.txt"]
+    assert all(r["embed_mode"] == "whole" and r["n_vectors"] == 1 and r["n_tokens"] > 0 for r in rows)
     missing = runner.invoke(app, ["info", str(tmp_path / "none")])
     assert missing.exit_code == 1 and "no such index directory" in missing.stderr
