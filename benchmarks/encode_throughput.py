@@ -230,6 +230,18 @@ def run_interleaved(
     return timings, outputs
 
 
+def st_encode(st: SentenceTransformer, texts: Sequence[str], prompt: str, batch_size: int) -> np.ndarray:
+    """sentence-transformers' side of every comparison: same prompt, batch size, normalisation."""
+    return st.encode(
+        list(texts),
+        prompt=prompt,
+        batch_size=batch_size,
+        convert_to_numpy=True,
+        normalize_embeddings=True,
+        show_progress_bar=False,
+    )
+
+
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
     b = b / np.linalg.norm(b, axis=1, keepdims=True)
@@ -285,14 +297,7 @@ def scenario_mixed(
         return vectors
 
     def run_st() -> np.ndarray:
-        return st.encode(
-            texts,
-            prompt=prompt,
-            batch_size=args.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
+        return st_encode(st, texts, prompt, args.batch_size)
 
     timings, outputs = run_interleaved({"ragidx": run_ragidx, "st": run_st}, args.repeats, args.device)
     timings["ragidx"].tokens = timings["st"].tokens = tokens
@@ -344,14 +349,7 @@ def scenario_long(
         return encoder.embed_windows([w for doc in docs for w in cut(doc)])
 
     def run_st() -> np.ndarray:
-        return st.encode(
-            chunks,
-            prompt=prompt,
-            batch_size=args.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
+        return st_encode(st, chunks, prompt, args.batch_size)
 
     timings, outputs = run_interleaved({"ragidx": run_ragidx, "st": run_st}, args.repeats, args.device)
     timings["ragidx"].tokens, timings["st"].tokens = ragidx_tokens, st_tokens

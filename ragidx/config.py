@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragidx.encoder import EncoderConfig
-from ragidx.errors import ConfigError
+from ragidx.errors import ConfigError, describe_validation
 from ragidx.faiss_index import FaissConfig
 from ragidx.longdoc import LongDocConfig
 
@@ -77,6 +77,4 @@ def _validate(raw: dict[str, Any], where: str) -> RagidxConfig:
     try:
         return RagidxConfig.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{where}: {field}: {first['msg']}") from exc
+        raise ConfigError(f"{where}: {describe_validation(exc)}") from exc

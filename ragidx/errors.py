@@ -7,6 +7,8 @@ traceback (``--debug`` shows it); library callers can catch the specific subclas
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class RagidxError(Exception):
     """Base class for errors whose message is meant for the user."""
@@ -30,3 +32,9 @@ class ModelError(RagidxError):
 
 class IndexFormatError(RagidxError):
     """An index directory that is missing, corrupt, or built with other settings."""
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """The first problem pydantic found, as ``dotted.field: message``."""
+    first = exc.errors()[0]
+    return f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragidx.errors import IndexFormatError
+from ragidx.errors import IndexFormatError, describe_validation
 from ragidx.faiss_index import FaissConfig
 from ragidx.longdoc import LongDocConfig
 from ragidx.pooling import PoolingConfig
@@ -100,9 +100,7 @@ class Manifest(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise IndexFormatError(f"{path}: invalid manifest ({where}: {first['msg']})") from exc
+            raise IndexFormatError(f"{path}: invalid manifest ({describe_validation(exc)})") from exc
 
     def write(self, directory: Path) -> None:
         write_atomic(directory / MANIFEST_NAME, self.model_dump_json(indent=2).encode("utf-8"))
