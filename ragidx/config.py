@@ -48,29 +48,53 @@ class RagidxConfig(BaseModel):
     ingest: IngestOptions = Field(default_factory=IngestOptions)
 
     @classmethod
-    def load(cls, path: str | Path | None) -> RagidxConfig:
-        """Read a TOML config file (``None`` gives the defaults)."""
-        if path is None:
-            return cls()
-        path = Path(path)
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: config is not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
-        return _validate(raw, str(path))
+    def load(cls, *paths: str | Path | None) -> RagidxConfig:
+        """Read TOML config files, later ones layered over earlier ones (``None`` is skipped;
+        no file gives the defaults). An extension preset is such a layer."""
+        raw: dict[str, Any] = {}
+        where = "defaults"
+        for path in (Path(p) for p in paths if p is not None):
+            try:
+                layer = tomllib.loads(path.read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from exc
+            except UnicodeDecodeError as exc:
+                raise ConfigError(
+                    f"{path}: config is not UTF-8 text ({exc.reason}); save it as UTF-8"
+                ) from exc
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+            raw = _deep_merge(raw, layer)
+            where = str(path)
+        return _validate(raw, where)
 
     def override(self, **sections: dict[str, Any]) -> RagidxConfig:
-        """A copy with ``section={field: value}`` applied; ``None`` values are ignored."""
+        """A copy with ``section={field: value}`` applied (nested dicts merge); ``None`` values
+        are ignored."""
         raw = self.model_dump(exclude_unset=True)
-        for section, values in sections.items():
-            given = {k: v for k, v in values.items() if v is not None}
-            if given:
-                raw[section] = {**raw.get(section, {}), **given}
-        return _validate(raw, "command-line options")
+        return _validate(_deep_merge(raw, _drop_none(sections)), "command-line options")
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            value = _drop_none(value)
+            if not value:
+                continue
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _deep_merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _validate(raw: dict[str, Any], where: str) -> RagidxConfig:

@@ -28,6 +28,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragidx.errors import ModelError
+from ragidx.extension import Extension, ExtensionConfig
 from ragidx.models import ModelFolder, resolve_model
 from ragidx.pooling import PoolingConfig, PoolingMode, pool
 
@@ -81,7 +82,12 @@ class Window:
 class Encoder:
     """A loaded embedding model; see the module docstring."""
 
-    def __init__(self, config: EncoderConfig | None = None, folder: ModelFolder | None = None):
+    def __init__(
+        self,
+        config: EncoderConfig | None = None,
+        folder: ModelFolder | None = None,
+        extension: ExtensionConfig | None = None,
+    ):
         self.config = config or EncoderConfig()
         self.folder = folder or resolve_model(self.config.model, self.config.revision)
         self.device = _pick_device(self.config.device)
@@ -126,6 +132,16 @@ class Encoder:
                 f"{self.native_window} learned positions; use a long-document policy instead"
             )
         self.dim = self._output_dim()
+        self.extension: Extension | None = None
+        if extension is not None and (extension.method != "none" or extension.uses_tau):
+            offset = int(getattr(self.model.config, "pad_token_id", 1) or 1) + 1
+            offset = offset if model_type in _OFFSET_POSITION_MODELS else 0
+            self.extension = Extension(self.model, extension, self.window_size, offset)
+
+    @property
+    def extended_window(self) -> int:
+        """The longest window one forward pass takes: the extension's target length, else the window."""
+        return self.extension.target_length if self.extension is not None else self.window_size
 
     # ----------------------------------------------------------------------------- tokens
     def tokenize(self, text: str, role: Role = "document") -> Tokens:
@@ -152,9 +168,11 @@ class Encoder:
         content_offsets = [(max(s - shift, 0), max(e - shift, 0)) for s, e in offsets[n_prompt:]]
         return Tokens(prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=content_offsets)
 
-    def content_budget(self, tokens: Tokens) -> int:
-        """How many content tokens fit in one window next to the specials and the prompt."""
-        budget = self.window_size - len(self.prefix_ids) - len(self.suffix_ids) - len(tokens.prompt_ids)
+    def content_budget(self, tokens: Tokens, extended: bool = False) -> int:
+        """How many content tokens fit in one window (``extended``: one extended window) next to
+        the special tokens and the prompt."""
+        window = self.extended_window if extended else self.window_size
+        budget = window - len(self.prefix_ids) - len(self.suffix_ids) - len(tokens.prompt_ids)
         if budget < 1:
             raise ModelError(
                 f"{self.folder.name}: the prompt leaves no room in a {self.window_size}-token window"
@@ -172,18 +190,26 @@ class Encoder:
         windows: Sequence[Window],
         normalize: bool | None = None,
         on_batch: Callable[[int], None] | None = None,
+        role: Role = "document",
     ) -> np.ndarray:
         """Embed windows; returns float32 (n, dim) in input order.
 
         Windows are sorted by length and packed into batches of at most ``batch_size`` windows and
-        ``max_batch_tokens`` padded tokens. ``normalize`` defaults to the pooling config;
-        ``on_batch`` is called with each batch's real token count (for progress bars).
+        ``max_batch_tokens`` padded tokens. Windows longer than the model window (context
+        extension) run one at a time. ``normalize`` defaults to the pooling config; ``on_batch``
+        is called with each batch's real token count (for progress bars).
         """
         normalize = self.pooling.normalize if normalize is None else normalize
         out = np.zeros((len(windows), self.dim), dtype=np.float32)
+        too_long = [w for w in windows if len(w.input_ids) > self.extended_window]
+        if too_long:
+            raise ModelError(
+                f"{self.folder.name}: a {len(too_long[0].input_ids)}-token input exceeds the "
+                f"{self.extended_window}-token window; use a long-document policy or an extension"
+            )
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids), reverse=True)
         for batch in self._batches(order, windows):
-            vectors = self._forward([windows[i] for i in batch], normalize)
+            vectors = self._forward([windows[i] for i in batch], normalize, role)
             out[batch] = vectors
             if on_batch is not None:
                 on_batch(sum(len(windows[i].input_ids) for i in batch))
@@ -202,7 +228,7 @@ class Encoder:
             budget = self.content_budget(tokens)
             truncated += len(tokens) > budget
             windows.append(self.window(tokens, 0, budget))
-        return self.embed_windows(windows), truncated
+        return self.embed_windows(windows, role=role), truncated
 
     def describe(self) -> dict[str, object]:
         """What the index manifest records about this encoder."""
@@ -222,22 +248,31 @@ class Encoder:
 
     # ----------------------------------------------------------------------------- internals
     def _batches(self, order: list[int], windows: Sequence[Window]) -> list[list[int]]:
+        """Consecutive runs of ``order`` (longest first) within the count and token budgets;
+        windows longer than the model window (extended) form batches of one."""
         batches: list[list[int]] = []
         current: list[int] = []
         for i in order:
-            longest = len(windows[current[0]].input_ids) if current else len(windows[i].input_ids)
-            if current and (
-                len(current) >= self.config.batch_size or longest * (len(current) + 1) > self.max_batch_tokens
-            ):
+            size = len(windows[i].input_ids)
+            if current:
+                longest = len(windows[current[0]].input_ids)
+                full = (
+                    len(current) >= self.config.batch_size
+                    or longest * (len(current) + 1) > self.max_batch_tokens
+                )
+                if full or longest > self.window_size:
+                    batches.append(current)
+                    current = []
+            current.append(i)
+            if size > self.window_size:
                 batches.append(current)
                 current = []
-            current.append(i)
         if current:
             batches.append(current)
         return batches
 
     @torch.inference_mode()
-    def _forward(self, windows: Sequence[Window], normalize: bool) -> np.ndarray:
+    def _forward(self, windows: Sequence[Window], normalize: bool, role: Role = "document") -> np.ndarray:
         longest = max(len(w.input_ids) for w in windows)
         ids = torch.full((len(windows), longest), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(windows), longest), dtype=torch.long)
@@ -246,7 +281,11 @@ class Encoder:
             mask[row, : len(w.input_ids)] = 1
         starts = torch.tensor([w.content_start for w in windows], device=self.device)
         ids, mask = ids.to(self.device), mask.to(self.device)
-        hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        if self.extension is None:
+            hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        else:
+            with self.extension.forward_kwargs(ids, mask.sum(dim=1), role) as extra:
+                hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
         vectors = pool(hidden.float(), mask, self.pooling, content_starts=starts)
         vectors = self.dense(vectors)
         if normalize:

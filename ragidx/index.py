@@ -134,7 +134,7 @@ class Index:
                     "document_prompt": info.document_prompt,
                 }
             )
-            encoder = Encoder(config)
+            encoder = Encoder(config, extension=self.manifest.long_doc.extension)
             self.check_encoder(encoder)
             self._encoder = encoder
         return self._encoder

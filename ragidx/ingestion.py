@@ -25,7 +25,7 @@ from ragidx.documents import Document, Skipped, iter_documents
 from ragidx.encoder import Encoder, Tokens
 from ragidx.errors import ConfigError, InputError
 from ragidx.index import Index
-from ragidx.longdoc import EmbedPlan, plan
+from ragidx.longdoc import EmbedPlan, LongDocConfig, plan
 from ragidx.manifest import now
 from ragidx.store import DocumentRecord, VectorRecord
 
@@ -147,14 +147,15 @@ def ingest(
                 report.skipped.append(gone)
                 progress.skipped(gone)
                 continue
-            doc_plan = plan(len(tokens), encoder.content_budget(tokens), long_doc)
+            extended = encoder.content_budget(tokens, extended=True) if long_doc.policy == "extend" else None
+            doc_plan = plan(len(tokens), encoder.content_budget(tokens), long_doc, extended)
             pending.append(_Planned(item, digest, tokens, doc_plan, replaces=previous is not None))
             progress.planned(item, doc_plan.n_embedded)
             planned_tokens += doc_plan.n_embedded
             if planned_tokens >= FLUSH_TOKENS:
-                _embed(pending, index, encoder, report, progress)
+                _embed(pending, index, encoder, report, progress, long_doc)
                 pending, planned_tokens = [], 0
-    _embed(pending, index, encoder, report, progress)
+    _embed(pending, index, encoder, report, progress, long_doc)
 
     if report.added + report.updated == 0 and not Index.exists(index_dir):
         found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
@@ -170,7 +171,8 @@ def ingest(
 
 def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
     if not Index.exists(directory):
-        return Index.create(directory, Encoder(config.model), config.long_doc, config.index)
+        encoder = Encoder(config.model, extension=config.long_doc.extension)
+        return Index.create(directory, encoder, config.long_doc, config.index)
     index = Index.open(directory, encoder_config=config.model)
     manifest = index.manifest
     for section, built in (("long_doc", manifest.long_doc), ("index", manifest.faiss)):
@@ -185,7 +187,12 @@ def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
 
 
 def _embed(
-    pending: list[_Planned], index: Index, encoder: Encoder, report: IngestReport, progress: Progress
+    pending: list[_Planned],
+    index: Index,
+    encoder: Encoder,
+    report: IngestReport,
+    progress: Progress,
+    long_doc: LongDocConfig,
 ) -> None:
     """Embed every window of the pending documents in one length-sorted run, then add them."""
     if not pending:
@@ -213,7 +220,7 @@ def _embed(
             text=doc.text,
             n_tokens=item.plan.n_tokens,
             n_embedded=item.plan.n_embedded,
-            embed_mode=item.plan.mode,
+            embed_mode=long_doc.extension.label() if item.plan.mode == "extend" else item.plan.mode,
             n_vectors=len(vectors),
             metadata=doc.metadata,
             ingested_at=now().isoformat(),
@@ -222,7 +229,7 @@ def _embed(
         index.add(record, vectors, rows)
         report.updated += item.replaces
         report.added += not item.replaces
-        report.by_mode[item.plan.mode] += 1
+        report.by_mode[record.embed_mode] += 1
         report.tokens += item.plan.n_tokens
         report.tokens_embedded += item.plan.n_embedded
         report.vectors += len(vectors)

@@ -9,10 +9,12 @@ combine. Nothing is ever cut silently: every plan says its mode and how many tok
   the document end; one vector per chunk; documents are scored by their best chunk (max-sim);
 * ``pcw`` — LongEmbed's parallel context windows: window-sized chunks, no overlap, the last one
   shifted left to end at the document end, mean of the un-normalised chunk vectors, then L2;
-* ``truncate`` — the first window only; explicit, and counted.
+* ``truncate`` — the first window only; explicit, and counted;
+* ``extend`` — the whole document in one pass through a context-extended encoder (see
+  ``ragidx.extension``), up to the extension's target length L_t; a longer document is cut to L_t,
+  as in LongEmbed, and the cut is recorded. Recorded as ``extend:<method>``.
 
 ``max_tokens`` (LongEmbed's target length L_t) cuts a document before chunking; the cut is recorded.
-The context-extension policies (``extend``) plug in as further modes.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Policy = Literal["chunk", "pcw", "truncate"]
-EmbedMode = Literal["whole", "chunk", "pcw", "truncate"]
-POLICIES: tuple[str, ...] = ("chunk", "pcw", "truncate")
+from ragidx.extension.config import ExtensionConfig
+
+Policy = Literal["chunk", "pcw", "truncate", "extend"]
+EmbedMode = Literal["whole", "chunk", "pcw", "truncate", "extend"]
+POLICIES: tuple[str, ...] = ("chunk", "pcw", "truncate", "extend")
 
 
 class LongDocConfig(BaseModel):
@@ -32,7 +36,7 @@ class LongDocConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    policy: Policy = Field("chunk", description="chunk | pcw | truncate")
+    policy: Policy = Field("chunk", description="chunk | pcw | truncate | extend")
     chunk_size: int | None = Field(
         None, ge=16, description="content tokens per chunk (default: as many as fit a window)"
     )
@@ -41,10 +45,16 @@ class LongDocConfig(BaseModel):
         None, ge=16, description="cut documents to this many tokens first (LongEmbed's L_t)"
     )
 
+    extension: ExtensionConfig = Field(
+        default_factory=ExtensionConfig, description="context extension and TempScale (see ragidx.extension)"
+    )
+
     @model_validator(mode="after")
-    def _overlap_below_chunk(self) -> LongDocConfig:
+    def _consistent(self) -> LongDocConfig:
         if self.chunk_size is not None and self.overlap >= self.chunk_size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than chunk_size ({self.chunk_size})")
+        if self.policy == "extend" and self.extension.method == "none":
+            raise ValueError("policy 'extend' needs an extension method (extension.method = pi, ntk, …)")
         return self
 
 
@@ -67,8 +77,9 @@ class EmbedPlan:
         return self.mode != "chunk"
 
 
-def plan(n_tokens: int, window: int, config: LongDocConfig) -> EmbedPlan:
-    """Plan one document of ``n_tokens`` content tokens for windows of ``window`` content tokens."""
+def plan(n_tokens: int, window: int, config: LongDocConfig, extended_window: int | None = None) -> EmbedPlan:
+    """Plan one document of ``n_tokens`` content tokens for windows of ``window`` content tokens
+    (``extended_window``: content tokens of one extended pass, for the ``extend`` policy)."""
     if n_tokens <= 0:
         raise ValueError("cannot plan an empty document")
     if n_tokens <= window:
@@ -76,6 +87,10 @@ def plan(n_tokens: int, window: int, config: LongDocConfig) -> EmbedPlan:
     if config.policy == "truncate":
         return EmbedPlan("truncate", [(0, window)], n_tokens)
     limit = min(n_tokens, config.max_tokens or n_tokens)
+    if config.policy == "extend":
+        if extended_window is None:
+            raise ValueError("the extend policy needs the extended window")
+        return EmbedPlan("extend", [(0, min(limit, extended_window))], n_tokens)
     if limit <= window:
         mode: EmbedMode = "truncate"
         return EmbedPlan(mode, [(0, limit)], n_tokens)

@@ -57,9 +57,25 @@ def ingest_command(
         typer.Option(
             "--long-doc",
             help="Documents longer than the model window: chunk (best chunk wins), "
-            "pcw (mean of window-sized chunks) or truncate (first window; counted).",
+            "pcw (mean of window-sized chunks), truncate (first window; counted), or extend "
+            "(the whole document in one pass through a context-extended model; see --extension).",
         ),
     ] = None,
+    extension: Annotated[
+        Path | None,
+        typer.Option(
+            help="Extension preset (TOML), e.g. configs/extension/minilm-pi-2k.toml; layered over --config."
+        ),
+    ] = None,
+    method: Annotated[
+        str | None,
+        typer.Option(help="Extension method: pi, gp, rp (APE models); pi, gp, ntk, selfextend (RoPE)."),
+    ] = None,
+    target_length: Annotated[int | None, typer.Option(help="Extension target length L_t in tokens.")] = None,
+    tau: Annotated[
+        float | None, typer.Option(help="TempScale: attention logits / τ for documents (0 < τ ≤ 1).")
+    ] = None,
+    query_tau: Annotated[float | None, typer.Option(help="TempScale τ for queries (default: --tau).")] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Tokens per chunk (chunk policy).")] = None,
     overlap: Annotated[int | None, typer.Option(help="Tokens shared by neighbouring chunks.")] = None,
     max_tokens: Annotated[
@@ -86,14 +102,25 @@ def ingest_command(
     Exit status: 0 all ingested; 1 failed, nothing written; 2 bad settings; 3 committed, but some
     files were skipped (each named in a warning).
     """
-    settings = RagidxConfig.load(config).override(
+    settings = RagidxConfig.load(config, extension).override(
         model={
             "model": model,
             "device": device,
             "batch_size": batch_size,
             "trust_remote_code": trust_remote_code or None,
         },
-        long_doc={"policy": long_doc, "chunk_size": chunk_size, "overlap": overlap, "max_tokens": max_tokens},
+        long_doc={
+            "policy": long_doc,
+            "chunk_size": chunk_size,
+            "overlap": overlap,
+            "max_tokens": max_tokens,
+            "extension": {
+                "method": method,
+                "target_length": target_length,
+                "tau": tau,
+                "query_tau": query_tau,
+            },
+        },
         index={"factory": faiss_factory},
         ingest={"include": include or None, "exclude": exclude or None},
     )

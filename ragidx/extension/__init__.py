@@ -1,0 +1,94 @@
+"""Training-free context extension (LongEmbed): embed inputs longer than the model was trained on.
+
+* :mod:`ragidx.extension.config` — :class:`ExtensionConfig`: method, target length and the
+  Table 6 hyper-parameters, saved in the index manifest;
+* :mod:`ragidx.extension.ape` — learned absolute position tables (BERT, XLM-R): GP, RP, PI;
+* :mod:`ragidx.extension.rope` — rotary positions (Llama, Gemma…): PI, NTK, GP, SelfExtend's rotations;
+* :mod:`ragidx.extension.attention` — TempScale, attention scaling, sliding windows, SelfExtend,
+  as a transformers attention function with memory linear in length.
+
+:class:`Extension` binds a config to a loaded model. It is applied per forward pass and only to
+inputs longer than the original window: shorter inputs run the unmodified model (TempScale, when
+set, applies to every input). Weights on disk are never modified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+
+import torch
+
+from ragidx.errors import ModelError
+from ragidx.extension.ape import ApePositions, has_position_table
+from ragidx.extension.attention import ATTN_IMPLEMENTATION, AttentionPlan, SelfExtendSpec, attention_plan
+from ragidx.extension.config import ExtensionConfig
+from ragidx.extension.rope import RopePositions
+
+__all__ = ["Extension", "ExtensionConfig"]
+
+
+class Extension:
+    """An :class:`ExtensionConfig` applied to one loaded model with original window ``L_o``."""
+
+    def __init__(self, model: torch.nn.Module, config: ExtensionConfig, native_window: int, offset: int = 0):
+        self.config = config
+        self.model = model
+        self.original_length = config.original_length or native_window
+        self.scale = config.scale_for(self.original_length)
+        self.positions: ApePositions | RopePositions | None = None
+        if config.method != "none":
+            if has_position_table(model):
+                self.positions = ApePositions(model, config.method, self.original_length, self.scale, offset)
+            else:
+                self.positions = RopePositions(model, config, self.original_length, self.scale)
+        needs_attention = config.method == "selfextend" or config.attention_scaling or config.uses_tau
+        if needs_attention and (config.method != "none" or config.uses_tau):
+            try:
+                model.set_attn_implementation(ATTN_IMPLEMENTATION)
+            except (ValueError, AttributeError) as exc:
+                raise ModelError(
+                    f"{type(model).__name__} does not use transformers' attention interface, which "
+                    "TempScale, attention scaling and SelfExtend need; set attention_scaling = false "
+                    "and tau = 1, or use another method"
+                ) from exc
+        self._takes_token_types = "token_type_ids" in inspect.signature(model.forward).parameters
+
+    @property
+    def target_length(self) -> int:
+        """The longest input (tokens, special tokens included) this extension embeds in one pass."""
+        return self.config.target_length if self.config.method != "none" else self.original_length
+
+    @contextlib.contextmanager
+    def forward_kwargs(
+        self, input_ids: torch.Tensor, lengths: torch.Tensor, role: str
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Extra forward arguments and the model state for one batch (see the module docstring)."""
+        tau = self.config.tau_for(role)
+        longest = int(input_ids.shape[1])
+        if longest <= self.original_length or self.positions is None:
+            plan = AttentionPlan(tau=tau) if tau != 1.0 else None
+            with attention_plan(plan):
+                yield {}
+            return
+        if input_ids.shape[0] != 1:
+            raise ValueError("extended inputs are embedded one at a time")
+        kwargs: dict[str, torch.Tensor] = {
+            "position_ids": self.positions.position_ids(longest, input_ids.device)
+        }
+        if self._takes_token_types:
+            kwargs["token_type_ids"] = torch.zeros_like(input_ids)
+        self_extend = None
+        if self.config.method == "selfextend":
+            assert isinstance(self.positions, RopePositions)
+            window, group = self.config.selfextend_params(self.original_length)
+            self_extend = SelfExtendSpec(window=window, group=group, rotate=self.positions.rotations())
+        plan = AttentionPlan(
+            tau=tau,
+            original_length=self.original_length if self.config.attention_scaling else None,
+            lengths=lengths,
+            self_extend=self_extend,
+        )
+        with self.positions.applied(), attention_plan(plan):
+            yield kwargs

@@ -1,0 +1,83 @@
+"""Context extension for learned absolute position tables (BERT, XLM-R, E5, GTE …).
+
+* **GP** (grouped): ``pid → floor(pid / s)``; **RP** (recurrent): ``pid → pid mod L_o``;
+* **PI** (linear interpolation): a table ``E_t`` of ``L_o · s`` rows with ``E_t[i·s] = E_o[i]`` and
+  linear interpolation between neighbours, fed ordinary ids ``0 … n−1``. Edge rule (spec §8.2):
+  the last ``s − 1`` rows, past ``(L_o − 1)·s``, have no right neighbour and **repeat**
+  ``E_o[L_o − 1]`` (extrapolating from the last two rows would leave the trained range).
+
+Models whose ids start at ``padding_idx + 1`` (RoBERTa, XLM-R) keep that offset: methods act on
+the content rows only. The model's own table is swapped for the extended one only while an
+extended input runs; the weights on disk are never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+
+def has_position_table(model: torch.nn.Module) -> bool:
+    embeddings = getattr(model, "embeddings", None)
+    return isinstance(getattr(embeddings, "position_embeddings", None), torch.nn.Embedding)
+
+
+def interpolated_table(table: torch.Tensor, scale: int) -> torch.Tensor:
+    """PI: ``(L_o, d)`` → ``(L_o · scale, d)``; row ``j`` is the table read at ``j / scale``."""
+    rows = table.shape[0]
+    x = torch.arange(rows * scale, dtype=torch.float64) / scale
+    left = x.floor().long().clamp(max=rows - 1)
+    right = (left + 1).clamp(max=rows - 1)  # edge rule: repeat the last row
+    frac = (x - left.double()).unsqueeze(1)
+    frac = torch.where(left.unsqueeze(1) == rows - 1, torch.zeros_like(frac), frac)
+    mixed = (1 - frac) * table[left].double() + frac * table[right].double()
+    return mixed.to(table.dtype)
+
+
+def position_ids(method: str, length: int, original_length: int, scale: int) -> torch.Tensor:
+    """Content position ids ``0 … length−1`` remapped by GP or RP (PI and others: unchanged)."""
+    pid = torch.arange(length)
+    if method == "gp":
+        return torch.div(pid, scale, rounding_mode="floor")
+    if method == "rp":
+        return pid % original_length
+    return pid
+
+
+class ApePositions:
+    """GP / RP / PI for one model's ``embeddings.position_embeddings``."""
+
+    def __init__(self, model: torch.nn.Module, method: str, original_length: int, scale: int, offset: int):
+        if method not in ("pi", "gp", "rp"):
+            raise ValueError(
+                f"{method!r} is not an extension for absolute position tables (use pi, gp or rp)"
+            )
+        self.method = method
+        self.original_length = original_length
+        self.scale = scale
+        self.offset = offset
+        self.embeddings = model.embeddings
+        self.original = model.embeddings.position_embeddings
+        self.extended: torch.nn.Embedding | None = None
+        if method == "pi":
+            weight = self.original.weight.detach()
+            content = weight[offset : offset + original_length]
+            table = torch.cat([weight[:offset], interpolated_table(content, scale)])
+            self.extended = torch.nn.Embedding.from_pretrained(table, freeze=True).to(weight.device)
+
+    def position_ids(self, length: int, device: torch.device) -> torch.Tensor:
+        ids = position_ids(self.method, length, self.original_length, self.scale) + self.offset
+        return ids.unsqueeze(0).to(device)
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        if self.extended is None:
+            yield
+            return
+        self.embeddings.position_embeddings = self.extended
+        try:
+            yield
+        finally:
+            self.embeddings.position_embeddings = self.original

@@ -1,0 +1,277 @@
+"""Attention for extended runs: TempScale, attention scaling, sliding windows and SelfExtend.
+
+ragidx registers one attention function and one mask function with transformers' attention
+interfaces under the name ``"ragidx"`` (no model code is copied). While no :class:`AttentionPlan`
+is active they hand over to transformers' own SDPA path unchanged, so a model loaded this way
+behaves exactly like ``attn_implementation="sdpa"``. Inside ``with attention_plan(plan):``:
+
+* **TempScale** — logits divided by ``tau`` in every layer;
+* **attention scaling** — logits multiplied by ``max(1, ln n / ln L_o)`` (``n`` = real length of
+  each row) in layers that attend to the whole sequence;
+* **sliding-window layers** (Gemma-style) run block by block over their window only;
+* **SelfExtend** — exact relative positions inside a neighbour window ``w``, grouped positions
+  (``floor(pos / g)``, shifted to continue from the window edge) beyond it. Computed as fused
+  attention passes over query blocks — the neighbour band and the grouped far keys — merged by their
+  log-sum-exp, never as a dense L×L matrix.
+
+Every path keeps memory linear in the sequence length: fused SDPA kernels, and masks no larger than
+``block × L``. Masks built by transformers are replaced by a compact key-padding mask.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+ATTN_IMPLEMENTATION = "ragidx"
+BLOCK = 512  # query rows per block in blocked attention (masks are at most BLOCK × L)
+
+Rotate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, delta positions) -> rotated x
+
+
+@dataclass
+class SelfExtendSpec:
+    """SelfExtend for RoPE layers: neighbour window ``w``, group size ``g``, and how to re-rotate."""
+
+    window: int
+    group: int
+    rotate: dict[str | None, Rotate]  # layer type (None: every layer) -> rotation by delta positions
+
+
+@dataclass
+class AttentionPlan:
+    """What one forward pass does differently from the plain model."""
+
+    tau: float = 1.0
+    original_length: int | None = None  # L_o for attention scaling; None: no attention scaling
+    lengths: torch.Tensor | None = None  # (batch,) real lengths, for attention scaling
+    self_extend: SelfExtendSpec | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def row_factor(self, device: torch.device, length_scaling: bool = True) -> torch.Tensor | None:
+        """Per-row logit multiplier: attention scaling / tau (None when it is 1 everywhere).
+        ``length_scaling=False`` for layers whose attention span does not grow with the input."""
+        factor = torch.full((1,), 1.0 / self.tau, device=device)
+        if length_scaling and self.original_length and self.lengths is not None:
+            n = self.lengths.to(device=device, dtype=torch.float32).clamp(min=1)
+            factor = factor * torch.clamp(torch.log(n) / math.log(self.original_length), min=1.0)
+        return None if bool((factor == 1.0).all()) else factor
+
+
+_PLAN: ContextVar[AttentionPlan | None] = ContextVar("ragidx_attention_plan", default=None)
+
+
+@contextlib.contextmanager
+def attention_plan(plan: AttentionPlan | None) -> Iterator[None]:
+    """Run the model's forward passes under ``plan`` (``None``: the plain model)."""
+    token = _PLAN.set(plan)
+    try:
+        yield
+    finally:
+        _PLAN.reset(token)
+
+
+# --------------------------------------------------------------------------------- primitives
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, keep: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused attention returning ``(output, logsumexp)``; ``keep`` is a boolean mask broadcastable
+    to (B, H, Lq, Lk). Rows with no key to attend to give output 0 and logsumexp -inf."""
+    bias = None
+    if keep is not None:
+        bias = torch.zeros(keep.shape, dtype=q.dtype, device=q.device).masked_fill(~keep, float("-inf"))
+    if q.device.type == "cpu":
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, False, attn_mask=bias, scale=scale
+        )
+    elif q.device.type == "cuda":
+        out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+            q, k, v, bias, True, 0.0, False, scale=scale
+        )[:2]
+        lse = lse[..., : q.shape[2]]
+    else:  # pragma: no cover - other devices: exact math on the (bounded) block
+        scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+        if bias is not None:
+            scores = scores + bias.float()
+        lse = torch.logsumexp(scores, dim=-1)
+        out = (torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v.float()).to(q.dtype)
+    lse = lse.float()
+    if keep is not None:
+        empty = ~keep.any(dim=-1).expand(lse.shape)
+        lse = lse.masked_fill(empty, float("-inf"))
+        out = out.masked_fill(empty.unsqueeze(-1), 0.0)
+    return out, lse
+
+
+def merge(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """Combine partial attentions over disjoint key sets by their log-sum-exp."""
+    lses = torch.stack([lse for _, lse in parts])  # (P, B, H, L)
+    top = lses.max(dim=0).values
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    weights = torch.exp(lses - top)  # exp(-inf) = 0 for empty parts
+    total = weights.sum(dim=0).clamp(min=1e-30)
+    out = sum(w.unsqueeze(-1) * o.float() for w, (o, _) in zip(weights, parts, strict=True))
+    return (out / total.unsqueeze(-1)).to(parts[0][0].dtype)
+
+
+def _band_keep(
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    inside: int | None,
+    outside: int | None,
+    causal: bool,
+    padding: torch.Tensor | None,
+) -> torch.Tensor:
+    """Boolean keep-mask (B|1, 1, len(rows), len(cols)): ``|i-j| < inside`` and/or ``>= outside``."""
+    dist = rows[:, None] - cols[None, :]
+    keep = torch.ones(dist.shape, dtype=torch.bool, device=rows.device)
+    if inside is not None:
+        keep &= dist.abs() < inside
+    if outside is not None:
+        keep &= dist.abs() >= outside
+    if causal:
+        keep &= dist >= 0
+    keep = keep[None, None]
+    if padding is not None:
+        keep = keep & padding[:, None, None, cols]
+    return keep
+
+
+def windowed_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    window: int,
+    causal: bool,
+    padding: torch.Tensor | None,
+    block: int = BLOCK,
+) -> torch.Tensor:
+    """Attention restricted to ``|i - j| < window`` (and ``j <= i`` if causal), block by block."""
+    length = q.shape[2]
+    outs = []
+    for start in range(0, length, block):
+        stop = min(start + block, length)
+        lo, hi = max(0, start - window + 1), min(length, stop + window - 1)
+        rows = torch.arange(start, stop, device=q.device)
+        cols = torch.arange(lo, hi, device=q.device)
+        keep = _band_keep(rows, cols, window, None, causal, padding)
+        outs.append(attend(q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi], scale, keep)[0])
+    return torch.cat(outs, dim=2)
+
+
+def self_extend_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    window: int,
+    group: int,
+    rotate: Rotate,
+    causal: bool = False,
+    padding: torch.Tensor | None = None,
+    block: int = BLOCK,
+) -> torch.Tensor:
+    """Bidirectional SelfExtend over queries/keys already rotated at positions ``0..L-1``.
+
+    Neighbours (``|i-j| < w``) keep exact relative positions; for the rest, queries are re-rotated to
+    ``i // g + w - w // g`` and keys to ``j // g``, so ``rel = sign · (|j//g - i//g| + w - w//g)``
+    (LongEmbed §1.2). Per query block: one fused pass over the neighbour band, one over the far
+    keys, merged by log-sum-exp.
+    """
+    length = q.shape[2]
+    pos = torch.arange(length, device=q.device)
+    shift = window - window // group
+    k_far = rotate(k, pos // group - pos)
+    outs = []
+    for start in range(0, length, block):
+        stop = min(start + block, length)
+        rows = pos[start:stop]
+        lo, hi = max(0, start - window + 1), min(length, stop + window - 1)
+        near_keep = _band_keep(rows, pos[lo:hi], window, None, causal, padding)
+        near = attend(q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi], scale, near_keep)
+        # the far side: queries re-rotated to their grouped position (keys to theirs, above)
+        q_far = rotate(q[:, :, start:stop], rows // group + shift - rows)
+        q_far_mirror = rotate(q[:, :, start:stop], rows // group - shift - rows)
+        parts = [near]
+        # keys to the left (j <= i - w) see the query at +shift; keys to the right at -shift,
+        # which mirrors the rule for the upper triangle.
+        left_keep = _band_keep(rows, pos, None, window, causal, padding) & (rows[:, None] > pos[None, :])
+        parts.append(attend(q_far, k_far, v, scale, left_keep))
+        if not causal:
+            right_keep = _band_keep(rows, pos, None, window, False, padding) & (rows[:, None] < pos[None, :])
+            parts.append(attend(q_far_mirror, k_far, v, scale, right_keep))
+        outs.append(merge(parts))
+    return torch.cat(outs, dim=2)
+
+
+# --------------------------------------------------------------------------------- transformers hooks
+def _ragidx_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: object,
+) -> tuple[torch.Tensor, None]:
+    plan = _PLAN.get()
+    if plan is None:
+        return sdpa_attention_forward(
+            module,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=dropout,
+            scaling=scaling,
+            is_causal=is_causal,
+            **kwargs,
+        )
+    groups = getattr(module, "num_key_value_groups", 1)
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))
+    padding = None if attention_mask is None else attention_mask.reshape(attention_mask.shape[0], -1).bool()
+    window = getattr(module, "sliding_window", None)
+    factor = plan.row_factor(query.device, length_scaling=not window)  # a sliding window never grows
+    if factor is not None:
+        query = query * factor.to(query.dtype).view(-1, 1, 1, 1)
+    se = plan.self_extend
+    layer_type = getattr(module, "layer_type", None)
+    if window:
+        out = windowed_attention(query, key, value, scale, int(window), causal, padding)
+    elif se is not None and (layer_type in se.rotate or None in se.rotate):
+        rotate = se.rotate.get(layer_type) or se.rotate[None]
+        out = self_extend_attention(query, key, value, scale, se.window, se.group, rotate, causal, padding)
+    elif causal:
+        length = query.shape[2]
+        out = windowed_attention(query, key, value, scale, length + 1, True, padding)
+    else:
+        keep = None if padding is None else padding[:, None, None, :]
+        out = attend(query, key, value, scale, keep)[0]
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _ragidx_mask(*args: object, **kwargs: object) -> torch.Tensor | None:
+    """Under a plan: a compact (B, 1, 1, L) key-padding mask (or None), never an L×L one."""
+    if _PLAN.get() is None:
+        return sdpa_mask(*args, **kwargs)
+    attention_mask = kwargs.get("attention_mask")
+    if not isinstance(attention_mask, torch.Tensor) or attention_mask.ndim != 2 or bool(attention_mask.all()):
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+AttentionInterface.register(ATTN_IMPLEMENTATION, _ragidx_attention)
+ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN_IMPLEMENTATION, _ragidx_mask)
