@@ -105,7 +105,10 @@ def test_non_utf8_file_is_config_error(tmp_path: Path) -> None:
         ('[long_doc]\npolcy = "x"\n', "long_doc.polcy: Extra inputs are not permitted"),
         ("[bogus]\nx = 1\n", "bogus: Extra inputs are not permitted"),
         ("[long_doc]\noverlap = -1\n", "long_doc.overlap: Input should be greater than or equal to 0"),
-        ('[long_doc]\npolicy = "nope"\n', "long_doc.policy: Input should be 'chunk', 'pcw', 'truncate' or 'extend'"),
+        (
+            '[long_doc]\npolicy = "nope"\n',
+            "long_doc.policy: Input should be 'chunk', 'pcw', 'truncate' or 'extend'",
+        ),
         ("[long_doc]\nchunk_size = 8\n", "long_doc.chunk_size: Input should be greater than or equal to 16"),
         (
             "[long_doc]\nchunk_size = 64\noverlap = 64\n",

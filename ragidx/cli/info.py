@@ -89,6 +89,14 @@ def _long_doc(manifest: Manifest) -> str:
     text = cfg.policy
     if cfg.policy == "chunk":
         text += f" (chunk {cfg.chunk_size or 'window'} tokens, overlap {cfg.overlap})"
+    ext = cfg.extension
+    if cfg.policy == "extend":
+        text += f" ({ext.method} to {ext.target_length} tokens"
+        details = {"s": ext.scale, "λ": ext.ntk_lambda, "g": ext.se_group, "w": ext.se_window}
+        text += "".join(f", {k}={v}" for k, v in details.items() if v is not None)
+        text += ", attention scaling " + ("on" if ext.attention_scaling else "off") + ")"
+    if ext.uses_tau:
+        text += f", TempScale τ {ext.tau} documents / {ext.tau_for('query')} queries"
     if cfg.max_tokens:
         text += f", cut at {cfg.max_tokens} tokens"
     return text
