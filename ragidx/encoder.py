@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -54,6 +55,10 @@ class EncoderConfig(BaseModel):
         None, ge=64, description="most padded tokens in one pass (default: 2048 on CPU, 16384 on GPU)"
     )
     pooling: tuple[PoolingMode, ...] | None = Field(None, description="override the model's")
+    landmark_every: int | None = Field(None, ge=1, description="LMK granularity g (default 64)")
+    landmark_placement: Literal["fixed", "sentence"] | None = Field(None, description="LMK placement")
+    multicls_every: int | None = Field(None, ge=1, description="MultiCLS: [CLS] every k tokens (default 128)")
+    mean_every: int | None = Field(None, ge=1, description="Mean@k: every k-th token (default 64)")
     query_prompt: str | None = Field(None, description="override the model's query prompt")
     document_prompt: str | None = Field(None, description="override the model's document prompt")
     trust_remote_code: bool = False
@@ -66,6 +71,7 @@ class Tokens:
     prompt_ids: list[int]
     ids: list[int]
     offsets: list[tuple[int, int]] | None  # None when the tokenizer cannot report offsets
+    sentence_ends: tuple[int, ...] = ()  # token indices where a sentence ends (sentence landmarks)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -103,8 +109,18 @@ class Encoder:
         self.model_type = str(model_type)
 
         base_pooling = self.folder.pooling or PoolingConfig()
-        modes = self.config.pooling or base_pooling.modes
-        self.pooling = base_pooling.model_copy(update={"modes": tuple(modes)})
+        options = {
+            key: getattr(self.config, key)
+            for key in ("landmark_every", "landmark_placement", "multicls_every", "mean_every")
+            if getattr(self.config, key) is not None
+        }
+        modes = tuple(self.config.pooling or base_pooling.modes)
+        try:
+            self.pooling = PoolingConfig.model_validate(
+                {**base_pooling.model_dump(), "modes": modes, **options}
+            )
+        except ValueError as exc:
+            raise ModelError(f"pooling {'+'.join(modes)}: {exc}") from exc
         self.dense = torch.nn.Sequential(*(d.build() for d in self.folder.dense)).to(self.device)
         self.prompts: dict[Role, str] = {
             "query": self.folder.query_prompt
@@ -120,6 +136,7 @@ class Encoder:
             if eos is None:
                 raise ModelError(f"{self.folder.name}: last-token pooling needs an EOS token")
             self.suffix_ids = [int(eos)]
+        self.landmark_id = self._landmark_id()
         pad = self.tokenizer.pad_token_id
         if pad is None:
             pad = self.tokenizer.eos_token_id
@@ -166,13 +183,27 @@ class Encoder:
             n_prompt += 1
         shift = len(prompt)
         content_offsets = [(max(s - shift, 0), max(e - shift, 0)) for s, e in offsets[n_prompt:]]
-        return Tokens(prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=content_offsets)
+        ends: tuple[int, ...] = ()
+        if self.pooling.selection == "lmk" and self.pooling.landmark_placement == "sentence":
+            ends = _sentence_ends(text, content_offsets)
+        return Tokens(
+            prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=content_offsets, sentence_ends=ends
+        )
 
     def content_budget(self, tokens: Tokens, extended: bool = False) -> int:
         """How many content tokens fit in one window (``extended``: one extended window) next to
         the special tokens and the prompt."""
         window = self.extended_window if extended else self.window_size
         budget = window - len(self.prefix_ids) - len(self.suffix_ids) - len(tokens.prompt_ids)
+        selection = self.pooling.selection
+        if selection == "lmk":  # landmarks count inside the budget; the last replaces the suffix
+            budget += len(self.suffix_ids)
+            every = self.pooling.landmark_every
+            if self.pooling.landmark_placement == "sentence":
+                every = every // 2 + 1  # sentence chunks are longer than half of g (see window)
+            budget -= -(-budget // (every + 1))
+        elif selection == "multicls":
+            budget -= budget // (self.pooling.multicls_every + 1)
         if budget < 1:
             raise ModelError(
                 f"{self.folder.name}: the prompt leaves no room in a {self.window_size}-token window"
@@ -180,9 +211,54 @@ class Encoder:
         return budget
 
     def window(self, tokens: Tokens, start: int = 0, end: int | None = None) -> Window:
-        """The model input for content tokens ``[start, end)``."""
+        """The model input for content tokens ``[start, end)`` (with landmarks or extra [CLS]
+        tokens when the pooling asks for them)."""
         head = self.prefix_ids + tokens.prompt_ids
-        return Window(head + tokens.ids[start:end] + self.suffix_ids, content_start=len(head))
+        end = len(tokens.ids) if end is None else end
+        content = tokens.ids[start:end]
+        selection = self.pooling.selection
+        if selection == "lmk":
+            body: list[int] = []
+            for lo, hi in self._landmark_chunks(tokens, start, end):
+                body += [*tokens.ids[lo:hi], self.landmark_id]
+            return Window(head + body, content_start=len(head))
+        if selection == "multicls":
+            every = self.pooling.multicls_every
+            body = list(content[:every])
+            for at in range(every, len(content), every):
+                body += [self.landmark_id, *content[at : at + every]]
+            return Window(head + body + self.suffix_ids, content_start=len(head))
+        return Window(head + content + self.suffix_ids, content_start=len(head))
+
+    def _landmark_chunks(self, tokens: Tokens, start: int, end: int) -> list[tuple[int, int]]:
+        """Chunks closed by a landmark: every g tokens, or at the last sentence end past g/2."""
+        every = self.pooling.landmark_every
+        ends = sorted(e for e in tokens.sentence_ends if start < e <= end)
+        chunks: list[tuple[int, int]] = []
+        at = start
+        while at < end:
+            stop = min(at + every, end)
+            if ends and stop < end:
+                inside = [e for e in ends if at + every // 2 < e <= stop]
+                stop = inside[-1] if inside else stop
+            chunks.append((at, stop))
+            at = stop
+        return chunks or [(start, start)]
+
+    def _landmark_id(self) -> int | None:
+        selection = self.pooling.selection
+        tok = self.tokenizer
+        if selection == "lmk":
+            found = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
+        elif selection == "multicls":
+            found = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id
+        else:
+            return None
+        if found is None:
+            raise ModelError(
+                f"{self.folder.name}: {selection} pooling needs a SEP/EOS (lmk) or CLS/BOS token"
+            )
+        return int(found)
 
     # ----------------------------------------------------------------------------- vectors
     def embed_windows(
@@ -281,21 +357,53 @@ class Encoder:
             mask[row, : len(w.input_ids)] = 1
         starts = torch.tensor([w.content_start for w in windows], device=self.device)
         ids, mask = ids.to(self.device), mask.to(self.device)
+        selected = self._selected(ids, mask, starts)
         if self.extension is None:
             hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
         else:
             with self.extension.forward_kwargs(ids, mask.sum(dim=1), role) as extra:
                 hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
-        vectors = pool(hidden.float(), mask, self.pooling, content_starts=starts)
+        vectors = pool(hidden.float(), mask, self.pooling, content_starts=starts, selected=selected)
         vectors = self.dense(vectors)
         if normalize:
             vectors = torch.nn.functional.normalize(vectors, dim=-1)
         return vectors.cpu().numpy().astype(np.float32, copy=False)
 
+    def _selected(self, ids: torch.Tensor, mask: torch.Tensor, starts: torch.Tensor) -> torch.Tensor | None:
+        """Which tokens the selection pooling averages: landmarks, [CLS] tokens, or every k-th."""
+        selection = self.pooling.selection
+        if selection is None:
+            return None
+        positions = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+        real = mask.bool()
+        if selection == "lmk":
+            return (ids == self.landmark_id) & real & (positions >= starts.unsqueeze(1))
+        if selection == "multicls":
+            return (ids == self.landmark_id) & real
+        every = self.pooling.mean_every
+        offset = positions - starts.unsqueeze(1)
+        content_end = mask.sum(dim=1, keepdim=True) - len(self.suffix_ids)
+        chosen = (offset >= 0) & ((offset + 1) % every == 0) & (positions < content_end)
+        # texts shorter than k: their last content token stands in
+        last = positions == (content_end - 1)
+        return chosen | (last & ~chosen.any(dim=1, keepdim=True))
+
     def _output_dim(self) -> int:
         if self.folder.dense:
             return self.folder.dense[-1].out_features
         return int(self.model.config.hidden_size) * len(self.pooling.modes)
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s|$)|\n")
+
+
+def _sentence_ends(text: str, offsets: list[tuple[int, int]]) -> tuple[int, ...]:
+    """Token indices (exclusive) at which a sentence of ``text`` ends."""
+    import bisect
+
+    token_ends = [e for _, e in offsets]
+    ends = {bisect.bisect_left(token_ends, m.end()) + 1 for m in _SENTENCE_END.finditer(text)}
+    return tuple(sorted(e for e in ends if 0 < e <= len(offsets)))
 
 
 def _pick_device(name: str) -> torch.device:

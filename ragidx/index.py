@@ -130,6 +130,10 @@ class Index:
                     "revision": None if info.revision in (None, "bundled") else info.revision,
                     "max_length": info.window,
                     "pooling": info.pooling.modes,
+                    "landmark_every": info.pooling.landmark_every,
+                    "landmark_placement": info.pooling.landmark_placement,
+                    "multicls_every": info.pooling.multicls_every,
+                    "mean_every": info.pooling.mean_every,
                     "query_prompt": info.query_prompt,
                     "document_prompt": info.document_prompt,
                 }

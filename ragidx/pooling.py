@@ -4,7 +4,18 @@ Owns :class:`PoolingConfig` (what the index manifest records about pooling) and 
 Modes follow sentence-transformers' names so a ``1_Pooling/config.json`` maps one to one:
 ``cls``, ``mean``, ``max``, ``mean_sqrt_len_tokens``, ``lasttoken`` (decoder embedders: the last
 non-padding token, with EOS appended by the encoder). Several modes concatenate, as in
-sentence-transformers. Landmark (LMK) pooling plugs in as one more mode over a token mask.
+sentence-transformers.
+
+Three more modes pool a selection of tokens (the encoder marks them):
+
+* ``lmk`` — landmark pooling (LMK paper, Algorithms 1–2): the tokenizer's SEP (EOS if it has none)
+  is inserted after every ``landmark_every`` content tokens (``placement = "sentence"``: at sentence
+  ends), the last one in place of the closing SEP, inside the token budget; the vector is the mean
+  of the landmark states. **LMK is meant for encoders fine-tuned with LMK pooling**; on
+  off-the-shelf encoders it is an experiment (see docs/extension.md for what it measured);
+* ``multicls`` — the paper's training-free analogue: a [CLS] before every ``multicls_every`` tokens,
+  mean of the [CLS] states;
+* ``mean_every`` — Mean@k: mean of every ``mean_every``-th content token.
 """
 
 from __future__ import annotations
@@ -14,12 +25,15 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragidx.errors import ModelError
 
-PoolingMode = Literal["cls", "mean", "max", "mean_sqrt_len_tokens", "lasttoken"]
+PoolingMode = Literal[
+    "cls", "mean", "max", "mean_sqrt_len_tokens", "lasttoken", "lmk", "multicls", "mean_every"
+]
 POOLING_MODES: tuple[str, ...] = ("cls", "max", "mean", "mean_sqrt_len_tokens", "lasttoken")
+SELECTION_MODES: tuple[str, ...] = ("lmk", "multicls", "mean_every")
 
 # sentence-transformers < 5 wrote one boolean per mode.
 _LEGACY_KEYS = {
@@ -40,11 +54,27 @@ class PoolingConfig(BaseModel):
     modes: tuple[PoolingMode, ...] = ("mean",)
     include_prompt: bool = True
     normalize: bool = True
+    landmark_every: int = Field(64, ge=1, description="LMK granularity g (paper: 32, 64, 128, 256)")
+    landmark_placement: Literal["fixed", "sentence"] = "fixed"
+    multicls_every: int = Field(128, ge=1, description="MultiCLS: a [CLS] before every k tokens")
+    mean_every: int = Field(64, ge=1, description="Mean@k: every k-th content token")
+
+    @property
+    def selection(self) -> str | None:
+        """The token-selection mode (lmk, multicls, mean_every) in use, if any."""
+        chosen = [m for m in self.modes if m in SELECTION_MODES]
+        return chosen[0] if chosen else None
 
     @field_validator("modes", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return (value,) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> PoolingConfig:
+        if sum(m in SELECTION_MODES for m in self.modes) > 1:
+            raise ValueError("lmk, multicls and mean_every cannot be combined")
+        return self
 
     @classmethod
     def from_sentence_transformers(cls, folder: Path, normalize: bool = True) -> PoolingConfig:
@@ -77,13 +107,15 @@ def pool(
     attention_mask: torch.Tensor,
     config: PoolingConfig,
     content_starts: torch.Tensor | None = None,
+    selected: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pool ``hidden`` (batch, seq, dim) over real tokens into (batch, dim × len(modes)).
 
     ``attention_mask`` is 1 for real tokens (right padding). ``content_starts`` (batch,) is the
     position of the first content token (after leading special tokens and the prompt); when
     ``include_prompt`` is false everything before it is left out of mean/max pooling, as
-    sentence-transformers does.
+    sentence-transformers does. ``selected`` (batch, seq) marks the tokens the selection modes
+    (lmk, multicls, mean_every) average.
     """
     mask = attention_mask.to(hidden.dtype)
     if content_starts is not None and not config.include_prompt:
@@ -100,6 +132,11 @@ def pool(
         elif mode == "max":
             masked = hidden.masked_fill(mask.unsqueeze(-1) == 0, torch.finfo(hidden.dtype).min)
             outputs.append(masked.max(dim=1).values)
+        elif mode in SELECTION_MODES:
+            if selected is None:
+                raise ModelError(f"{mode} pooling needs the selected token positions")
+            weights = (selected.to(hidden.dtype) * attention_mask.to(hidden.dtype)).unsqueeze(-1)
+            outputs.append((hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9))
         elif mode == "lasttoken":
             last = attention_mask.sum(dim=1).long() - 1
             outputs.append(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])

@@ -165,3 +165,102 @@ def test_decoder_last_token_pooling_reads_the_eos_state(tiny_decoder: Path) -> N
             hidden = encoder.model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
         expected = torch.nn.functional.normalize(hidden, dim=-1).numpy()
         np.testing.assert_allclose(vector, expected, atol=1e-5)
+
+
+def _direct(encoder: Encoder, ids: list[int]) -> torch.Tensor:
+    with torch.no_grad():
+        return encoder.model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+
+
+@pytest.mark.parametrize("every", [4, 7, 64])
+def test_lmk_follows_algorithms_1_and_2(tiny_model: Path, every: int) -> None:
+    """[CLS] z1 [SEP] z2 [SEP] … zn [SEP]; the vector is the mean of the [SEP] (landmark) states."""
+    encoder = Encoder(
+        EncoderConfig(model=str(tiny_model), device="cpu", pooling=("lmk",), landmark_every=every)
+    )
+    tokens = encoder.tokenize(long_text(30, seed=2))
+    cls_id, sep_id = encoder.tokenizer.cls_token_id, encoder.tokenizer.sep_token_id
+    expected_ids = [cls_id]
+    for at in range(0, len(tokens.ids), every):
+        expected_ids += [*tokens.ids[at : at + every], sep_id]
+    window = encoder.window(tokens, 0, len(tokens.ids))
+    assert window.input_ids == expected_ids
+    hidden = _direct(encoder, expected_ids)
+    landmarks = [i for i, t in enumerate(expected_ids) if t == sep_id]
+    expected = torch.nn.functional.normalize(hidden[landmarks].mean(dim=0), dim=-1).numpy()
+    np.testing.assert_allclose(encoder.embed_windows([window])[0], expected, atol=1e-5)
+
+
+def test_landmarks_count_inside_the_token_budget(tiny_model: Path) -> None:
+    for placement in ("fixed", "sentence"):
+        encoder = Encoder(
+            EncoderConfig(
+                model=str(tiny_model),
+                device="cpu",
+                pooling=("lmk",),
+                landmark_every=8,
+                landmark_placement=placement,
+            )
+        )
+        tokens = encoder.tokenize(long_text(300, seed=4))
+        budget = encoder.content_budget(tokens)
+        for start in (0, 13, 50):
+            assert len(encoder.window(tokens, start, start + budget).input_ids) <= TINY_WINDOW
+        assert budget >= TINY_WINDOW * 0.7  # and the budget is not wasted
+
+
+def test_sentence_landmarks_close_chunks_at_sentence_ends(tiny_model: Path) -> None:
+    encoder = Encoder(
+        EncoderConfig(
+            model=str(tiny_model),
+            device="cpu",
+            pooling=("lmk",),
+            landmark_every=8,
+            landmark_placement="sentence",
+        )
+    )
+    text = (
+        "one two three four five six. seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen."
+    )
+    tokens = encoder.tokenize(text)
+    assert tokens.sentence_ends == (7, len(tokens.ids))  # after "six ." and at the end
+    decoded = encoder.tokenizer.decode(encoder.window(tokens).input_ids)
+    assert decoded.startswith("[CLS] one two three four five six. [SEP] seven")
+    assert decoded.endswith("[SEP]") and decoded.count("[SEP]") == 3
+
+
+def test_multicls_and_mean_every_follow_their_definitions(tiny_model: Path) -> None:
+    tokens_text = long_text(20, seed=5)
+    multi = Encoder(
+        EncoderConfig(model=str(tiny_model), device="cpu", pooling=("multicls",), multicls_every=5)
+    )
+    tokens = multi.tokenize(tokens_text)
+    cls_id, sep_id = multi.tokenizer.cls_token_id, multi.tokenizer.sep_token_id
+    ids = [cls_id]
+    for at in range(0, len(tokens.ids), 5):
+        ids += ([cls_id] if at else []) + tokens.ids[at : at + 5]
+    ids.append(sep_id)
+    window = multi.window(tokens)
+    assert window.input_ids == ids
+    hidden = _direct(multi, ids)
+    expected = torch.nn.functional.normalize(
+        hidden[[i for i, t in enumerate(ids) if t == cls_id]].mean(0), dim=-1
+    )
+    np.testing.assert_allclose(multi.embed_windows([window])[0], expected.numpy(), atol=1e-5)
+
+    every = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", pooling=("mean_every",), mean_every=4))
+    window = every.window(tokens)
+    hidden = _direct(every, window.input_ids)
+    picked = [1 + j for j in range(3, len(tokens.ids), 4)]  # the 4th, 8th, … content token
+    expected = torch.nn.functional.normalize(hidden[picked].mean(0), dim=-1)
+    np.testing.assert_allclose(every.embed_windows([window])[0], expected.numpy(), atol=1e-5)
+    short = every.window(every.tokenize("river stone"))  # shorter than k: the last content token
+    hidden = _direct(every, short.input_ids)
+    np.testing.assert_allclose(
+        every.embed_windows([short])[0], torch.nn.functional.normalize(hidden[-2], dim=-1).numpy(), atol=1e-5
+    )
+
+
+def test_selection_poolings_cannot_be_combined(tiny_model: Path) -> None:
+    with pytest.raises(ModelError, match="cannot be combined"):
+        Encoder(EncoderConfig(model=str(tiny_model), device="cpu", pooling=("lmk", "multicls")))

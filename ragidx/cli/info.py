@@ -13,6 +13,7 @@ from ragidx.cli.app import app, handle_errors, out
 from ragidx.cli.options import DEFAULT_INDEX, Json
 from ragidx.index import Index
 from ragidx.manifest import Manifest
+from ragidx.pooling import PoolingConfig
 
 
 @app.command("info")
@@ -44,7 +45,7 @@ def info_command(
         ("fingerprint", enc.fingerprint),
         ("architecture", f"{enc.model_type}, window {enc.window} tokens"),
         ("dim", str(enc.dim)),
-        ("pooling", f"{'+'.join(enc.pooling.modes)}" + (", L2-normalised" if enc.pooling.normalize else "")),
+        ("pooling", _pooling(enc.pooling)),
         ("prompts", f"query {enc.query_prompt!r}, document {enc.document_prompt!r}"),
         ("long documents", _long_doc(manifest)),
         ("faiss", f"{manifest.faiss.factory} ({manifest.metric}), gpu {manifest.faiss.gpu}"),
@@ -82,6 +83,17 @@ def _documents(index: Index, as_json: bool) -> None:
             row["doc_id"], f"{row['n_tokens']:,}", embedded, row["embed_mode"], str(row["n_vectors"])
         )
     out.print(table)
+
+
+def _pooling(pooling: PoolingConfig) -> str:
+    text = "+".join(pooling.modes)
+    detail = {
+        "lmk": f"landmark every {pooling.landmark_every} tokens ({pooling.landmark_placement})",
+        "multicls": f"[CLS] every {pooling.multicls_every} tokens",
+        "mean_every": f"every {pooling.mean_every}th token",
+    }.get(pooling.selection or "")
+    text += f" ({detail})" if detail else ""
+    return text + (", L2-normalised" if pooling.normalize else "")
 
 
 def _long_doc(manifest: Manifest) -> str:

@@ -15,6 +15,7 @@ from ragidx.cli.app import app, err, handle_errors, out
 from ragidx.cli.options import DEFAULT_INDEX, ConfigFile, Device, IndexDir, Json
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document, Skipped
+from ragidx.errors import ConfigError
 from ragidx.ingestion import IngestReport, ingest
 from ragidx.longdoc import Policy
 
@@ -86,6 +87,13 @@ def ingest_command(
     ] = None,
     include: Annotated[list[str] | None, typer.Option(help="Glob to keep (repeatable).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Glob to drop (repeatable).")] = None,
+    pooling: Annotated[
+        str | None,
+        typer.Option(
+            help="Override the model's pooling: cls, mean, max, lasttoken, lmk[:g] (landmarks every g "
+            "tokens; meant for LMK-fine-tuned encoders), lmk-sentence[:g], multicls[:k], mean_every[:k].",
+        ),
+    ] = None,
     device: Device = None,
     batch_size: Annotated[int | None, typer.Option(help="Windows per forward pass.")] = None,
     trust_remote_code: Annotated[
@@ -104,6 +112,7 @@ def ingest_command(
     """
     settings = RagidxConfig.load(config, extension).override(
         model={
+            **_pooling_option(pooling),
             "model": model,
             "device": device,
             "batch_size": batch_size,
@@ -140,6 +149,22 @@ def ingest_command(
         _summary(report)
     if report.skipped:
         raise typer.Exit(PARTIAL_EXIT)
+
+
+def _pooling_option(value: str | None) -> dict[str, object]:
+    """``lmk:64`` → ``{"pooling": ["lmk"], "landmark_every": 64}`` and the like."""
+    if value is None:
+        return {}
+    name, _, number = value.partition(":")
+    options: dict[str, object] = {}
+    if name == "lmk-sentence":
+        name, options["landmark_placement"] = "lmk", "sentence"
+    if number:
+        key = {"lmk": "landmark_every", "multicls": "multicls_every", "mean_every": "mean_every"}.get(name)
+        if key is None or not number.isdigit():
+            raise ConfigError(f"--pooling {value}: only lmk, multicls and mean_every take ':<number>'")
+        options[key] = int(number)
+    return {"pooling": [name], **options}
 
 
 def _summary(report: IngestReport) -> None:
