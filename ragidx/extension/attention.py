@@ -238,17 +238,28 @@ def _ragidx_attention(
             is_causal=is_causal,
             **kwargs,
         )
+    if query.shape[2] != key.shape[2]:
+        raise ValueError(
+            "ragidx attention plans embed whole inputs; cached decoding (fewer queries than keys) "
+            "is not supported under a plan"
+        )
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))
-    padding = None if attention_mask is None else attention_mask.reshape(attention_mask.shape[0], -1).bool()
-    window = getattr(module, "sliding_window", None)
+    padding, full_mask = _keep_masks(attention_mask)
+    window = getattr(module, "sliding_window", None) or kwargs.get("sliding_window")  # Mistral: a kwarg
     factor = plan.row_factor(query.device, length_scaling=not window)  # a sliding window never grows
     if factor is not None:
         query = query * factor.to(query.dtype).view(-1, 1, 1, 1)
     se = plan.self_extend
     layer_type = getattr(module, "layer_type", None)
+    banded = bool(window) or causal or (se is not None and (layer_type in se.rotate or None in se.rotate))
+    if full_mask is not None and banded:
+        raise ValueError(
+            "a caller-built (B, 1, Lq, Lk) mask cannot be combined with sliding windows, "
+            "causal attention or SelfExtend under a plan; pass a 2D padding mask"
+        )
     if window:
         out = windowed_attention(query, key, value, scale, int(window), causal, padding)
     elif se is not None and (layer_type in se.rotate or None in se.rotate):
@@ -258,9 +269,22 @@ def _ragidx_attention(
         length = query.shape[2]
         out = windowed_attention(query, key, value, scale, length + 1, True, padding)
     else:
-        keep = None if padding is None else padding[:, None, None, :]
+        keep = full_mask if full_mask is not None else None if padding is None else padding[:, None, None, :]
         out = attend(query, key, value, scale, keep)[0]
     return out.transpose(1, 2).contiguous(), None
+
+
+def _keep_masks(mask: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(key padding (B, Lk), full keep-mask (B, 1, Lq, Lk)) from whatever mask the model passed:
+    boolean keep-masks or float additive ones, compact (B, 1, 1, Lk) or full."""
+    if mask is None:
+        return None, None
+    keep = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
+    if keep.ndim == 2:
+        return keep, None
+    if keep.ndim == 4 and keep.shape[-2] == 1:
+        return keep[:, 0, 0, :], None
+    return None, keep
 
 
 def _ragidx_mask(*args: object, **kwargs: object) -> torch.Tensor | None:
