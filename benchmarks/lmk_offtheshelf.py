@@ -97,8 +97,8 @@ def main() -> None:
         docs_file = Path(tmp) / "corpus.jsonl"
         docs_file.write_text("".join(json.dumps({"_id": d["id"], "text": d["text"]}) + "\n" for d in docs))
         print(
-            f"QMSum slice: {len(docs)} meetings, {len(queries)} queries, documents cut to {args.max_tokens} tokens, "
-            "all-MiniLM-L6-v2 (never trained with LMK)"
+            f"QMSum slice: {len(docs)} meetings, {len(queries)} queries, documents cut to "
+            f"{args.max_tokens} tokens, all-MiniLM-L6-v2 (never trained with LMK)"
         )
         print(f"{'strategy':22} {'nDCG@10':>8} {'Acc@1':>7} {'seconds':>8}")
         for name, layer in STRATEGIES.items():
