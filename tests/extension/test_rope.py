@@ -316,6 +316,7 @@ IDENTITY_SETTINGS = {
     "pi-scale-1": {"method": "pi", "scale": 1},
     "gp-scale-1": {"method": "gp", "scale": 1},
     "selfextend-group-1": {"method": "selfextend", "se_group": 1},
+    "selfextend-window-past-the-input": {"method": "selfextend", "se_window": 400},  # no far keys
 }
 
 
@@ -446,8 +447,15 @@ def test_frequency_buffers_restored_after_the_forward(method: str) -> None:
     assert torch.equal(plain(model, ids), before)
 
 
-def test_attention_scaling_multiplies_every_logit_by_log_ratio() -> None:
-    model = tiny_llama()
+@pytest.mark.parametrize(
+    ("dtype", "atol"),
+    [
+        (torch.float32, 5e-5),  # ragidx multiplies the query, the reference the scale: rounding differs
+        (torch.float64, 5e-6),  # tight enough to tell ln 150 from ln 151
+    ],
+)
+def test_attention_scaling_multiplies_every_logit_by_log_ratio(dtype: torch.dtype, atol: float) -> None:
+    model = tiny_llama().to(dtype)
     ids = token_ids(150)
     config = ExtensionConfig(method="pi", target_length=256)  # s = 4: exact PI reference, see above
     scaled = extended(Extension(model, config, native_window=L_O), ids)
@@ -459,9 +467,48 @@ def test_attention_scaling_multiplies_every_logit_by_log_ratio() -> None:
     reference = copy.deepcopy(model)
     for layer in reference.layers:
         layer.self_attn.scaling *= attention_factor(150)
-    # ragidx multiplies the query by a float32 factor, the reference the scale by a float64 one
-    close(scaled, plain(reference, ids, position_ids=positions), atol=5e-5)
+    close(scaled, plain(reference, ids, position_ids=positions), atol=atol)
     close(unscaled, plain(model, ids, position_ids=positions), atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["ntk", "selfextend"])
+def test_encoder_embeds_long_windows_extended_and_short_ones_plain(
+    method: str, tiny_decoder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through :class:`Encoder` (tiny Llama, window 128, target 256 → s = 2): a long window equals
+    the model rebuilt with base 3·θ (NTK, λ = 3) or the dense SelfExtend reference (w = 64, g = 3),
+    with logits × ln 200 / ln 128, last-token pooled; short windows in the same call stay plain."""
+    from ragidx.encoder import Encoder, EncoderConfig, Window
+
+    settings = EncoderConfig(model=str(tiny_decoder), device="cpu")
+    encoder = Encoder(settings, extension=ExtensionConfig(method=method, target_length=256))
+    baseline = Encoder(settings)
+    assert encoder.window_size == 128
+    generator = torch.Generator().manual_seed(5)
+    lengths = [200, 40, 128, 90]
+    windows = [Window(torch.randint(5, 200, (n,), generator=generator).tolist(), 0) for n in lengths]
+    vectors = encoder.embed_windows(windows)
+    short = baseline.embed_windows(windows[1:])
+    np.testing.assert_allclose(vectors[1:], short, atol=1e-6, rtol=0)
+
+    model = baseline.model
+    ids = torch.tensor([windows[0].input_ids])
+    factor = math.log(200) / math.log(128)
+    if method == "ntk":
+        config = copy.deepcopy(model.config)
+        config.rope_parameters["rope_theta"] = config.rope_parameters["rope_theta"] * 3
+        reference = type(model)(config).eval()
+        reference.load_state_dict(model.state_dict())
+        for layer in reference.layers:
+            layer.self_attn.scaling *= factor
+        hidden = plain(reference, ids)
+    else:
+        with as_reference(model, dense_reference(selfextend=(64, 3), factor=factor), monkeypatch) as ref:
+            hidden = plain(ref, ids)
+    expected = torch.nn.functional.normalize(hidden[0, -1], dim=-1).numpy()
+    np.testing.assert_allclose(vectors[0], expected, atol=2e-5, rtol=0)
+    unextended = torch.nn.functional.normalize(plain(model, ids)[0, -1], dim=-1).numpy()
+    assert np.abs(vectors[0] - unextended).max() > 1e-3
 
 
 # ================================================================================= 3. Gemma 3 layout
@@ -603,23 +650,27 @@ def test_gemma_selfextend_equals_dense_reference(block: int | None, monkeypatch:
 
 # ================================================================================= 4. real EmbeddingGemma
 GEMMA_FOLDER = Path(os.environ.get("RAGIDX_MODELS", "/nonexistent")) / "gemma"
+PRESETS = Path(__file__).resolve().parents[2] / "configs" / "extension"
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not GEMMA_FOLDER.is_dir(), reason="EmbeddingGemma not fetched ($RAGIDX_MODELS/gemma)")
 @pytest.mark.skipif(
-    os.environ.get("RAGIDX_BIG_TESTS") != "1", reason="25-45 s per method on 2 CPU cores; RAGIDX_BIG_TESTS=1"
+    os.environ.get("RAGIDX_BIG_TESTS") != "1", reason="25-45 s per preset on 2 CPU cores; RAGIDX_BIG_TESTS=1"
 )
-@pytest.mark.parametrize("method", ["ntk", "selfextend"])
-def test_embeddinggemma_extended_stays_finite_and_unit_norm(method: str) -> None:
+@pytest.mark.parametrize("preset", ["gemma-ntk-4k", "gemma-selfextend-4k"])
+def test_embeddinggemma_extended_stays_finite_and_unit_norm(preset: str) -> None:
+    from ragidx.config import RagidxConfig
     from ragidx.encoder import Encoder, EncoderConfig
     from tests.conftest import long_text
 
-    encoder = Encoder(
-        EncoderConfig(model=str(GEMMA_FOLDER), device="cpu"),
-        extension=ExtensionConfig(method=method, target_length=4096),
-    )
+    path = PRESETS / f"{preset}.toml"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    extension = RagidxConfig.load(path).long_doc.extension
+    encoder = Encoder(EncoderConfig(model=str(GEMMA_FOLDER), device="cpu"), extension=extension)
     assert encoder.window_size == 2048
+    assert encoder.extension is not None and encoder.extension.scale == 2
     tokens = encoder.tokenize(long_text(3000))
     overhead = len(encoder.window(tokens, 0, 0).input_ids)  # specials + prompt
     long_window = encoder.window(tokens, 0, 2600 - overhead)
