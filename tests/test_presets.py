@@ -41,7 +41,7 @@ FAMILIES: dict[str, tuple[int, tuple[str, ...], tuple[str, ...], str | None]] = 
     "rope4k": (4096, ROPE_METHODS, ("8k", "16k", "32k"), None),
     "minilm": (512, APE_METHODS, ("1k", "2k", "4k", "8k"), "default"),
     "e5small": (512, APE_METHODS, ("1k", "2k", "4k", "8k"), "e5-small"),
-    "gemma": (2048, ("ntk", "selfextend", "pi"), ("4k", "8k", "32k"), "gemma"),
+    "gemma": (2048, ("ntk", "selfextend", "pi", "gp"), ("4k", "8k", "32k"), "gemma"),
 }
 TABLE6_FAMILIES = ("ape512", "rope512", "rope4k")
 PCW_PRESETS = {"ape512-pcw-4k": 4096, "rope4k-pcw-32k": 32768}

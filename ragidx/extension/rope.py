@@ -2,7 +2,8 @@
 
 * **PI**: positions ``m → m / s``, done as every frequency divided by ``s``;
 * **NTK**-aware: base ``b → b·λ``, i.e. ``θ_j → θ_j · λ^(−2j/d)`` (high frequencies barely move);
-* **GP**: position ids ``floor(m / s)``;
+* **GP**: position ids ``floor(m / s)``, given to the rotary embedding of the extended layer types
+  only (a forward pre-hook on the rotary module), so sliding-window layers keep their positions;
 * **SelfExtend**: attention-level (see :mod:`ragidx.extension.attention`); this module supplies
   the rotation by a position difference, with the layer's *original* frequencies.
 
@@ -73,6 +74,8 @@ class RopePositions:
         if not self.buffers:
             raise ModelError(f"{type(model).__name__}: no rotary position embeddings found to extend")
         self.original = {(id(m), n): getattr(m, n).detach().clone() for m, n, _ in self.buffers}
+        self.rotary_modules = list({id(m): m for m, _, _ in self.buffers}.values())
+        self.extended_types = {layer_type for _, _, layer_type in self.buffers}
         self.extended: dict[tuple[int, str], torch.Tensor] = {}
         for module, name, _ in self.buffers:
             inv = self.original[(id(module), name)]
@@ -82,10 +85,24 @@ class RopePositions:
                 self.extended[(id(module), name)] = ntk_frequencies(inv, config.ntk_factor(original_length))
 
     def position_ids(self, length: int, device: torch.device) -> torch.Tensor:
-        pid = torch.arange(length, device=device)
-        if self.method == "gp":
-            pid = torch.div(pid, self.scale, rounding_mode="floor")
-        return pid.unsqueeze(0)
+        """The model's position ids: always ``0 … n−1`` (GP groups them inside the rotary module,
+        for the extended layer types only; see :meth:`_group_positions`)."""
+        return torch.arange(length, device=device).unsqueeze(0)
+
+    def _group_positions(
+        self, module: torch.nn.Module, args: tuple, kwargs: dict
+    ) -> tuple[tuple, dict] | None:
+        """Forward pre-hook of a rotary module, ``forward(x, position_ids[, layer_type])``: GP's
+        ``floor(m / s)`` for extended layer types (every call when the model has one frequency set)."""
+        layer_type = kwargs.get("layer_type", args[2] if len(args) > 2 else None)
+        if layer_type not in self.extended_types:
+            return None
+        if "position_ids" in kwargs:
+            return args, {**kwargs, "position_ids": self._grouped(kwargs["position_ids"])}
+        return (args[0], self._grouped(args[1]), *args[2:]), kwargs
+
+    def _grouped(self, position_ids: torch.Tensor) -> torch.Tensor:
+        return torch.div(position_ids, self.scale, rounding_mode="floor")
 
     def rotations(self) -> dict[str | None, Rotate]:
         """SelfExtend's re-rotation per extended layer type, with the original frequencies."""
@@ -93,13 +110,21 @@ class RopePositions:
 
     @contextlib.contextmanager
     def applied(self) -> Iterator[None]:
-        if not self.extended:
-            yield
-            return
+        """The extended frequencies (PI, NTK) or grouped positions (GP) for one forward pass."""
+        hooks = []
+        if self.method == "gp":
+            hooks = [
+                module.register_forward_pre_hook(self._group_positions, with_kwargs=True)
+                for module in self.rotary_modules
+            ]
         for module, name, _ in self.buffers:
-            getattr(module, name).copy_(self.extended[(id(module), name)])
+            if (id(module), name) in self.extended:
+                getattr(module, name).copy_(self.extended[(id(module), name)])
         try:
             yield
         finally:
+            for hook in hooks:
+                hook.remove()
             for module, name, _ in self.buffers:
-                getattr(module, name).copy_(self.original[(id(module), name)])
+                if (id(module), name) in self.extended:
+                    getattr(module, name).copy_(self.original[(id(module), name)])

@@ -305,10 +305,12 @@ def test_inputs_within_the_window_run_the_plain_model(method: str, attention_sca
 
 def test_one_token_past_the_window_is_extended() -> None:
     model = tiny_llama()
-    ext = Extension(model, ExtensionConfig(method="gp", target_length=192), native_window=L_O)
+    config = ExtensionConfig(method="gp", target_length=192, attention_scaling=False)
+    ext = Extension(model, config, native_window=L_O)
     ids = token_ids(L_O + 1)
-    with ext.forward_kwargs(ids, torch.tensor([L_O + 1]), "document") as kwargs:
-        assert torch.equal(kwargs["position_ids"], (torch.arange(L_O + 1) // 3)[None])
+    got = extended(ext, ids)
+    close(got, plain(model, ids, position_ids=(torch.arange(L_O + 1) // 3)[None]), atol=1e-5)
+    differ(got, plain(model, ids))
 
 
 IDENTITY_SETTINGS = {
@@ -646,6 +648,35 @@ def test_gemma_selfextend_equals_dense_reference(block: int | None, monkeypatch:
         expected = plain(ref, ids)
     close(got, expected, atol=1e-4)
     differ(got, plain(model, ids), at_least=1e-3)
+
+
+def test_selfextend_rule_with_no_window_is_grouped_positions() -> None:
+    """With w = 0 the §1.2 rule gives every pair GP's relative position ``j//g − i//g``."""
+    rel = selfextend_relative(20, window=0, group=3)
+    i, j = torch.arange(20)[:, None], torch.arange(20)[None, :]
+    assert torch.equal(rel, j // 3 - i // 3)
+
+
+def test_gemma_gp_groups_the_full_layer_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GP on a model with layer types groups positions in the extended (full-attention) layer only:
+    sliding layers keep exact positions. Reference: dense attention with the pairwise rule at w = 0
+    (= ``j//s − i//s``) on the full layer, plain positions on the sliding ones."""
+    model = tiny_gemma()
+    length = 150
+    ids = token_ids(length)
+    ext = Extension(model, ExtensionConfig(method="gp", target_length=192), native_window=L_O)
+    assert ext.scale == 3
+    got = extended(ext, ids)
+    reference = dense_reference(selfextend=(0, 3), factor=attention_factor(length))
+    with as_reference(model, reference, monkeypatch) as ref:
+        expected = plain(ref, ids)
+    close(got, expected, atol=1e-4)
+    # grouping every layer's positions (one position_ids tensor for all layers) is visibly different
+    everywhere = plain(ref, ids, position_ids=(torch.arange(length) // 3)[None])
+    differ(got, everywhere, at_least=1e-2)
+    # the hook is gone after the pass: the plain model again
+    close(plain(model, ids), plain(copy.deepcopy(model), ids), atol=0)
+    assert not model.rotary_emb._forward_pre_hooks
 
 
 # ================================================================================= 4. real EmbeddingGemma
