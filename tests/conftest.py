@@ -31,19 +31,9 @@ def _bundled_tokenizer():
 
 def build_tiny_bert(folder: Path, seed: int = 0, positions: int = TINY_WINDOW) -> Path:
     """Save a random 2-layer BERT (plain transformers layout) with the MiniLM tokenizer."""
-    from transformers import BertConfig, BertModel
+    from tests.tiny_models import tiny_bert
 
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=positions,
-        initializer_range=0.5,  # large random weights: outputs depend clearly on the input
-    )
-    BertModel(config, add_pooling_layer=False).save_pretrained(folder)
+    tiny_bert(positions, seed, vocab_size=30522).save_pretrained(folder)
     _bundled_tokenizer().save_pretrained(folder)
     return folder
 

@@ -6,27 +6,17 @@ import math
 
 import pytest
 import torch
-from transformers import BertConfig, BertModel, XLMRobertaConfig, XLMRobertaModel
+from transformers import BertModel
 
 from ragidx.extension import Extension, ExtensionConfig
 from ragidx.extension.ape import interpolated_table, position_ids
+from tests.tiny_models import tiny_bert, tiny_xlmr
 
 L_O = 64
 
 
 def _bert(positions: int = L_O) -> BertModel:
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=100,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=positions,
-        initializer_range=0.5,
-    )
-    config._attn_implementation = "sdpa"
-    return BertModel(config, add_pooling_layer=False).eval()
+    return tiny_bert(positions, attn_implementation="sdpa")
 
 
 def _ids(length: int, seed: int = 1) -> torch.Tensor:
@@ -144,19 +134,7 @@ def test_attention_scaling_multiplies_logits_by_log_ratio() -> None:
 
 def test_xlmr_offset_rows_are_kept() -> None:
     """RoBERTa-style ids start at padding_idx + 1 = 2: PI interpolates rows 2… and keeps rows 0–1."""
-    torch.manual_seed(0)
-    config = XLMRobertaConfig(
-        vocab_size=100,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=L_O + 2,
-        pad_token_id=1,
-        initializer_range=0.5,
-    )
-    config._attn_implementation = "sdpa"
-    model = XLMRobertaModel(config, add_pooling_layer=False).eval()
+    model = tiny_xlmr(L_O, attn_implementation="sdpa")
     weight = model.embeddings.position_embeddings.weight.detach().clone()
     ext = Extension(
         model, ExtensionConfig(method="pi", target_length=128, attention_scaling=False), L_O, offset=2

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 import pytest
 import torch
 from transformers import (
-    BertConfig,
     BertModel,
     LlamaConfig,
     LlamaModel,
@@ -40,6 +39,7 @@ from ragidx.extension.attention import (
     self_extend_attention,
     windowed_attention,
 )
+from tests.tiny_models import tiny, tiny_bert
 
 F64 = torch.float64
 # LongEmbed §1.2 worked example: 10 tokens, w=4, g=2, relative positions seen from x0 and from x4.
@@ -436,38 +436,19 @@ def test_attention_plan_context_restores_on_exit_and_error() -> None:
 
 
 # --------------------------------------------------------------------------------- transformers hooks
-DECODER_SIZES: dict[str, int] = {
-    "vocab_size": 100,
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "intermediate_size": 64,
-    "max_position_embeddings": 128,
-}
+DECODER = {"num_key_value_heads": 2, "max_position_embeddings": 128}  # with tiny_models.SIZES
 
 
 @pytest.fixture(scope="module")
 def bert() -> BertModel:
     """Tiny random BERT (2 layers, 4 heads of 8, 64 positions)."""
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=100,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        initializer_range=0.5,
-    )
-    return BertModel(config, add_pooling_layer=False).eval()
+    return tiny_bert(64)
 
 
 @pytest.fixture(scope="module")
 def llama() -> LlamaModel:
     """Tiny random causal Llama with grouped-query attention (4 heads, 2 kv heads)."""
-    torch.manual_seed(0)
-    return LlamaModel(LlamaConfig(initializer_range=0.5, **DECODER_SIZES)).eval()
+    return tiny(LlamaModel, LlamaConfig, **DECODER)
 
 
 def run(
@@ -676,11 +657,9 @@ def test_llama_self_extend_trivial_is_sdpa(llama: LlamaModel, w: int, g: int) ->
 def test_qwen2_sliding_window_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Qwen2 with one full and one sliding-window (W=8) layer: τ applies to both, attention scaling only
     to the full layer (a window's span does not grow), and the window is kept."""
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        use_sliding_window=True, sliding_window=8, max_window_layers=1, initializer_range=0.5, **DECODER_SIZES
+    model = tiny(
+        Qwen2Model, Qwen2Config, use_sliding_window=True, sliding_window=8, max_window_layers=1, **DECODER
     )
-    model = Qwen2Model(config).eval()
     assert [layer.self_attn.sliding_window for layer in model.layers] == [None, 8]
     lengths = [30, 21]
     ids, mask = ids_and_mask(30, lengths, seed=11)
@@ -697,8 +676,7 @@ def test_qwen2_sliding_window_layer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_mistral_sliding_window_under_plan() -> None:
     """Mistral (window passed as a kwarg, W=8) under a τ=1 plan equals SDPA with its sliding window."""
-    torch.manual_seed(0)
-    model = MistralModel(MistralConfig(sliding_window=8, initializer_range=0.5, **DECODER_SIZES)).eval()
+    model = tiny(MistralModel, MistralConfig, sliding_window=8, **DECODER)
     ids, mask = ids_and_mask(30, [30], seed=12)
     ref = run(model, "sdpa", ids, mask)
     torch.testing.assert_close(run(model, "ragidx", ids, mask, AttentionPlan()), ref, rtol=0, atol=1e-5)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import AttentionInterface, Gemma3TextConfig, Gemma3TextModel, LlamaConfig, LlamaModel
+from transformers import AttentionInterface, Gemma3TextModel, LlamaModel
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
@@ -32,6 +32,7 @@ from ragidx.extension import Extension, ExtensionConfig
 from ragidx.extension import attention as attn
 from ragidx.extension.attention import ATTN_IMPLEMENTATION
 from ragidx.extension.rope import ntk_frequencies
+from tests import tiny_models
 
 F64 = torch.float64
 L_O = 64  # the tiny models' trained window
@@ -43,31 +44,14 @@ REFERENCE = "ragidx_test_dense_reference"
 
 # --------------------------------------------------------------------------------- tiny models
 def tiny_llama(seed: int = 0) -> LlamaModel:
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=200,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=L_O,
-        initializer_range=0.5,
-        rope_parameters={"rope_type": "default", "rope_theta": LLAMA_THETA},
-    )
-    return LlamaModel(config).eval()
+    rope = {"rope_type": "default", "rope_theta": LLAMA_THETA}
+    return tiny_models.tiny_llama(seed, vocab_size=200, max_position_embeddings=L_O, rope_parameters=rope)
 
 
 def tiny_gemma(seed: int = 0, bidirectional: bool = True) -> Gemma3TextModel:
-    torch.manual_seed(seed)
-    config = Gemma3TextConfig(
+    return tiny_models.tiny_gemma(
+        seed,
         vocab_size=200,
-        hidden_size=32,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        intermediate_size=64,
         max_position_embeddings=L_O,
         sliding_window=GEMMA_WINDOW,
         layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
@@ -76,11 +60,8 @@ def tiny_gemma(seed: int = 0, bidirectional: bool = True) -> Gemma3TextModel:
             "full_attention": {"rope_type": "default", "rope_theta": GEMMA_FULL_THETA},
         },
         use_bidirectional_attention=bidirectional,
-        query_pre_attn_scalar=8,
-        initializer_range=0.5,
         attn_implementation="sdpa",
     )
-    return Gemma3TextModel(config).eval()
 
 
 def token_ids(length: int, batch: int = 1, seed: int = 1) -> torch.Tensor:
