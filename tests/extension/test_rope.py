@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import AttentionInterface, Gemma3TextModel, LlamaModel
+from transformers import AttentionInterface, AutoModel, Gemma3TextModel, LlamaModel
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
@@ -658,6 +658,29 @@ def test_gemma_gp_groups_the_full_layer_only(monkeypatch: pytest.MonkeyPatch) ->
     # the hook is gone after the pass: the plain model again
     close(plain(model, ids), plain(copy.deepcopy(model), ids), atol=0)
     assert not model.rotary_emb._forward_pre_hooks
+
+
+@pytest.mark.parametrize("method", ["pi", "ntk", "gp", "selfextend"])
+def test_gemma_extended_in_bfloat16_follows_float32(method: str, tmp_path: Path) -> None:
+    """bfloat16 as ragidx loads it for a GPU (``from_pretrained(dtype=bfloat16)``: bf16 weights, RoPE
+    frequencies kept in float32), run on the CPU: every extended path, with TempScale and attention
+    scaling, follows its float32 output (the plain bf16 model is 0.9998 from float32 here too),
+    and stays far from the unextended pass, so the check can tell them apart."""
+    model = tiny_gemma()
+    model.save_pretrained(tmp_path)
+    half = AutoModel.from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
+    assert half.rotary_emb.full_attention_inv_freq.dtype == torch.float32
+    ids = token_ids(150)
+    config = ExtensionConfig(method=method, target_length=192, tau=0.8)
+    expected = extended(Extension(model, config, native_window=L_O), ids)
+    got = extended(Extension(half, config, native_window=L_O), ids)
+    assert got.dtype == torch.bfloat16
+
+    def cosine(a: torch.Tensor) -> float:
+        return torch.nn.functional.cosine_similarity(a.float(), expected, dim=-1).min().item()
+
+    assert cosine(got) > 0.999
+    assert cosine(plain(half, ids)) < 0.99
 
 
 # ================================================================================= 4. real EmbeddingGemma
