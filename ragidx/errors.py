@@ -41,4 +41,4 @@ def describe_validation(exc: ValidationError, hide: Collection[str] = ()) -> str
     pydantic puts in the path but users never write)."""
     first = exc.errors()[0]
     path = ".".join(str(part) for part in first["loc"] if part not in hide)
-    return f"{path}: {first['msg']}"
+    return f"{path}: {first['msg']}" if path else first["msg"]

@@ -40,6 +40,8 @@ def info_command(
     table = Table(title=f"ragidx index {index}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
+    external = isinstance(enc, ExternalEncoderInfo)
+    tokens = f"{counts.tokens:,} in documents, {counts.tokens_embedded:,} embedded"
     if isinstance(enc, ExternalEncoderInfo):
         model_rows = [
             ("model", f"{enc.name} (vectors made outside ragidx)"),
@@ -61,7 +63,7 @@ def info_command(
         ("documents", f"{counts.documents:,}"),
         ("embedded as", ", ".join(f"{n} {m}" for m, n in counts.by_mode.items()) or "-"),
         ("vectors", f"{counts.vectors:,}"),
-        ("tokens", f"{counts.tokens:,} in documents, {counts.tokens_embedded:,} embedded"),
+        ("tokens", "not counted (vectors made outside ragidx)" if external else tokens),
         ("generation", f"{manifest.generation} (updated {manifest.updated:%Y-%m-%d %H:%M:%S} UTC)"),
         ("created", f"{manifest.created:%Y-%m-%d %H:%M:%S} UTC"),
         ("ragidx", manifest.ragidx_version),

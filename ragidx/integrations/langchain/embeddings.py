@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+from pydantic import ValidationError
 
 from ragidx.config import RagidxConfig
 from ragidx.encoder import Encoder, EncoderConfig
-from ragidx.errors import ConfigError
+from ragidx.errors import ConfigError, describe_validation
 from ragidx.longdoc import EmbedPlan, LongDocConfig, embed_plans, plan_tokens
 
 
@@ -43,7 +44,10 @@ class RagidxEmbeddings(Embeddings):
         ``long_doc``: the policy for texts longer than the window (default ``pcw``). ``encoder``: an
         already loaded ragidx encoder (then ``model``, ``device`` and ``encoder_config`` are unused)."""
         if isinstance(long_doc, dict):
-            long_doc = LongDocConfig.model_validate(long_doc)
+            try:
+                long_doc = LongDocConfig.model_validate(long_doc)
+            except ValidationError as exc:
+                raise ConfigError(f"long_doc: {describe_validation(exc)}") from exc
         self.long_doc = long_doc or LongDocConfig(policy="pcw")
         if self.long_doc.policy == "chunk":
             raise ConfigError(
