@@ -39,7 +39,7 @@ from ragidx.integrations.langchain.documents import MetadataFilter, from_record,
 from ragidx.integrations.langchain.embeddings import RagidxEmbeddings
 from ragidx.longdoc import LongDocConfig
 from ragidx.manifest import ExternalEncoderInfo
-from ragidx.retriever import Retriever, SearchResult
+from ragidx.retriever import Retriever
 
 
 class RagidxVectorStore(VectorStore):
@@ -180,28 +180,22 @@ class RagidxVectorStore(VectorStore):
         """The ``k`` best documents with their cosine similarity (higher is closer)."""
         if self._is_empty():
             return []
-        return self._search(query, self._embed_query(query), k, filter)
+        return self._search(self._embed_query(query), k, filter)
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, *, filter: MetadataFilter | None = None, **kwargs: Any
     ) -> list[Document]:
         if self._is_empty():
             return []
-        return [doc for doc, _ in self._search("", np.asarray(embedding, dtype=np.float32), k, filter)]
+        return [doc for doc, _ in self._search(np.asarray(embedding, dtype=np.float32), k, filter)]
 
     def max_marginal_relevance_search(
-        self,
-        query: str,
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        *,
-        filter: MetadataFilter | None = None,
-        **kwargs: Any,
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
     ) -> list[Document]:
         if self._is_empty():
             return []
-        return self._mmr(query, self._embed_query(query), k, fetch_k, lambda_mult, filter)
+        vector = self._embed_query(query).tolist()
+        return self.max_marginal_relevance_search_by_vector(vector, k, fetch_k, lambda_mult, **kwargs)
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -213,9 +207,21 @@ class RagidxVectorStore(VectorStore):
         filter: MetadataFilter | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        if self._is_empty():
+        """Maximal marginal relevance over the ``fetch_k`` best documents (each by its best vector)."""
+        index = self._index
+        if index is None or len(index) == 0:
             return []
-        return self._mmr("", np.asarray(embedding, dtype=np.float32), k, fetch_k, lambda_mult, filter)
+        vector = np.asarray(embedding, dtype=np.float32)
+        where = None if filter is None else record_filter(filter)
+        hits = Retriever(index).search_vectors(vector[None, :], max(fetch_k, k), where=where)[0]
+        if not hits:
+            return []
+        vids = [vid for vid, _ in hits]
+        chosen = maximal_marginal_relevance(
+            vector, list(index.vectors_of(vids)), k=min(k, len(hits)), lambda_mult=lambda_mult
+        )
+        records = index.get([index.store.vector(vids[i]).doc_id for i in chosen])
+        return [from_record(record) for record in records]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         return lambda score: (1.0 + score) / 2.0
@@ -254,43 +260,14 @@ class RagidxVectorStore(VectorStore):
         assert self._embedding is not None
         return np.asarray(self._embedding.embed_query(query), dtype=np.float32)
 
-    def _results(
-        self, query: str, vector: np.ndarray, k: int, filter: MetadataFilter | None
-    ) -> list[SearchResult]:
-        assert self._index is not None
-        where = None if filter is None else record_filter(filter)
-        return self._index.search_vectors([query], vector[None, :], k, where=where)[0]
-
     def _search(
-        self, query: str, vector: np.ndarray, k: int, filter: MetadataFilter | None
+        self, vector: np.ndarray, k: int, filter: MetadataFilter | None
     ) -> list[tuple[Document, float]]:
         assert self._index is not None
-        results = self._results(query, vector, k, filter)
+        where = None if filter is None else record_filter(filter)
+        results = self._index.search_vectors([""], vector[None, :], k, where=where)[0]
         records = self._index.get([r.doc_id for r in results])
         return [(from_record(rec), r.score) for rec, r in zip(records, results, strict=True)]
-
-    def _mmr(
-        self,
-        query: str,
-        vector: np.ndarray,
-        k: int,
-        fetch_k: int,
-        lambda_mult: float,
-        filter: MetadataFilter | None,
-    ) -> list[Document]:
-        """Maximal marginal relevance over the ``fetch_k`` best documents (each by its best vector)."""
-        index = self._index
-        assert index is not None
-        where = None if filter is None else record_filter(filter)
-        hits = Retriever(index).search_vectors(vector[None, :], max(fetch_k, k), where=where)[0]
-        if not hits:
-            return []
-        vids = [vid for vid, _ in hits]
-        chosen = maximal_marginal_relevance(
-            vector, list(index.vectors_of(vids)), k=min(k, len(hits)), lambda_mult=lambda_mult
-        )
-        records = index.get([index.store.vector(vids[i]).doc_id for i in chosen])
-        return [from_record(record) for record in records]
 
 
 def external_name(embedding: Embeddings) -> str:

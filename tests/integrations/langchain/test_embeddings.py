@@ -19,40 +19,34 @@ from ragidx.integrations.langchain import RagidxEmbeddings
 from tests.conftest import long_text
 
 
-class TestRagidxEmbeddingsUnit(EmbeddingsUnitTests):
-    """The unit suite on a tiny random model, loaded from its folder by name like a user would."""
+class _Params:
+    """The suites build ``RagidxEmbeddings(**params)``; an autouse fixture fills ``params``."""
 
     params: ClassVar[dict[str, Any]] = {}
+
+    @property
+    def embeddings_class(self) -> type[RagidxEmbeddings]:
+        return RagidxEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict[str, Any]:
+        return self.params
+
+
+class TestRagidxEmbeddingsUnit(_Params, EmbeddingsUnitTests):
+    """The unit suite on a tiny random model, loaded from its folder by name like a user would."""
 
     @pytest.fixture(autouse=True)
     def _model(self, tiny_model: Path) -> None:
         type(self).params = {"model": str(tiny_model), "device": "cpu"}
 
-    @property
-    def embeddings_class(self) -> type[RagidxEmbeddings]:
-        return RagidxEmbeddings
 
-    @property
-    def embedding_model_params(self) -> dict[str, Any]:
-        return self.params
-
-
-class TestRagidxEmbeddingsIntegration(EmbeddingsIntegrationTests):
+class TestRagidxEmbeddingsIntegration(_Params, EmbeddingsIntegrationTests):
     """The integration suite on the real default model (loaded once per session)."""
-
-    params: ClassVar[dict[str, Any]] = {}
 
     @pytest.fixture(autouse=True)
     def _model(self, default_encoder: Encoder) -> None:
         type(self).params = {"encoder": default_encoder}
-
-    @property
-    def embeddings_class(self) -> type[RagidxEmbeddings]:
-        return RagidxEmbeddings
-
-    @property
-    def embedding_model_params(self) -> dict[str, Any]:
-        return self.params
 
 
 def test_a_long_text_is_embedded_whole_by_pcw_as_ragidx_ingest_does(tmp_path: Path, tiny_model: Path) -> None:

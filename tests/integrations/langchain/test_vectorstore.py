@@ -116,9 +116,7 @@ def test_an_index_from_ragidx_ingest_opens_without_an_embedding(example_index: P
     assert [(d.id, round(s, 5)) for d, s in scored] == [(r.doc_id, round(r.score, 5)) for r in expected]
     doc = scored[0][0]
     assert doc.metadata["source"].endswith("cafe-zurich.txt") and doc.metadata["encoding"] == "cp1252"
-    with pytest.raises(
-        ModelError, match="ragidx model .*all-MiniLM-L6-v2, not langchain:Table"
-    ):
+    with pytest.raises(ModelError, match="ragidx model .*all-MiniLM-L6-v2, not langchain:Table"):
         RagidxVectorStore.load(example_index, Table())
 
 
