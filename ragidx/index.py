@@ -15,16 +15,16 @@ Python entry point for queries; ``ragidx.ingestion`` adds documents through ``ad
 
 An index whose vectors come from outside ragidx (a LangChain ``Embeddings`` object) records an
 :class:`~ragidx.manifest.ExternalEncoderInfo`: it has no ragidx encoder, and is searched with query
-vectors its caller embeds (:meth:`Index.search_vectors`).
+vectors its caller embeds (:meth:`Index.search_by_vectors`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,7 +45,7 @@ from ragidx.manifest import (
 from ragidx.store import DocumentRecord, Store, VectorRecord
 
 if TYPE_CHECKING:
-    from ragidx.retriever import SearchResult
+    from ragidx.retriever import Per, SearchResult, Where
 
 _DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})\.(faiss|parquet)$")
 
@@ -199,8 +199,8 @@ class Index:
         query: str,
         k: int = 10,
         *,
-        where: Callable[[DocumentRecord], bool] | None = None,
-        per: Literal["document", "chunk"] = "document",
+        where: Where | None = None,
+        per: Per = "document",
     ) -> list[SearchResult]:
         """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
         ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
@@ -212,21 +212,21 @@ class Index:
         queries: Sequence[str],
         k: int = 10,
         *,
-        where: Callable[[DocumentRecord], bool] | None = None,
-        per: Literal["document", "chunk"] = "document",
+        where: Where | None = None,
+        per: Per = "document",
     ) -> list[list[SearchResult]]:
         from ragidx.retriever import Retriever
 
         return Retriever(self).search_many(queries, k, where=where, per=per)
 
-    def search_vectors(
+    def search_by_vectors(
         self,
         queries: Sequence[str],
         vectors: np.ndarray,
         k: int = 10,
         *,
-        where: Callable[[DocumentRecord], bool] | None = None,
-        per: Literal["document", "chunk"] = "document",
+        where: Where | None = None,
+        per: Per = "document",
     ) -> list[list[SearchResult]]:
         """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
         ``queries`` only pick each result's snippet."""

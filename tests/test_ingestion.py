@@ -152,5 +152,5 @@ def test_add_embedded_normalises_and_replaces() -> None:
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
     (record,) = index.get(["x"])
     assert (record.text, record.embed_mode, record.n_tokens, record.n_vectors) == ("uno", "external", 0, 1)
-    hits = index.search_vectors(["q"], np.array([[0.0, 0.0, 1.0]]), k=2)[0]
+    hits = index.search_by_vectors(["q"], np.array([[0.0, 0.0, 1.0]]), k=2)[0]
     assert [h.doc_id for h in hits] == ["x", "y"] and hits[0].score == pytest.approx(1.0)

@@ -265,7 +265,7 @@ class RagidxVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         assert self._index is not None
         where = None if filter is None else record_filter(filter)
-        results = self._index.search_vectors([""], vector[None, :], k, where=where)[0]
+        results = self._index.search_by_vectors([""], vector[None, :], k, where=where)[0]
         records = self._index.get([r.doc_id for r in results])
         return [(from_record(rec), r.score) for rec, r in zip(records, results, strict=True)]
 
