@@ -67,6 +67,11 @@ def test_mmr_trades_a_near_duplicate_for_diversity() -> None:
     assert [d.id for d in store.max_marginal_relevance_search("fruit", k=2, fetch_k=4)] == ["a", "c"]
     mmr = store.max_marginal_relevance_search_by_vector([1.0, 0.0, 0.2], k=2, lambda_mult=1.0)
     assert [d.id for d in mmr] == ["a", "b"]  # lambda 1: plain relevance
+    as_mmr = store.as_retriever(search_type="mmr", search_kwargs={"k": 2, "fetch_k": 4})
+    assert [d.id for d in as_mmr.invoke("fruit")] == ["a", "c"]
+    threshold = {"score_threshold": 0.95}  # relevance (1 + cosine) / 2
+    close = store.as_retriever(search_type="similarity_score_threshold", search_kwargs=threshold)
+    assert [d.id for d in close.invoke("apple")] == ["a", "b"]
     scored = store.similarity_search_with_relevance_scores("apple", k=4)
     assert [round(s, 3) for _, s in scored] == [1.0, 0.995, 0.851, 0.5]  # (1 + cosine) / 2
 
