@@ -83,12 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search-type", choices=["document", "chunk"], default="document")
     parser.add_argument("--llm", help="provider:model for an answer, e.g. openai:gpt-4o-mini")
     args = parser.parse_args(argv)
+    llm = load_llm(args.llm) if args.llm else None
 
     report = ingest(DOCS, args.index)
     print(f"index {args.index}: {report.added} added, {report.unchanged} unchanged", file=sys.stderr)
     retriever = RagidxRetriever.from_index(args.index, k=args.k, search_type=args.search_type)
-    if args.llm:
-        print(build_chain(retriever, load_llm(args.llm)).invoke(args.question))
+    if llm is not None:
+        print(build_chain(retriever, llm).invoke(args.question))
         return 0
     prompt = build_chain(retriever).invoke(args.question)
     print("No --llm given: the prompt an LLM would receive.\n")
