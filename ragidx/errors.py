@@ -7,6 +7,8 @@ traceback (``--debug`` shows it); library callers can catch the specific subclas
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pydantic import ValidationError
 
 
@@ -34,7 +36,9 @@ class IndexFormatError(RagidxError):
     """An index directory that is missing, corrupt, or built with other settings."""
 
 
-def describe_validation(exc: ValidationError) -> str:
-    """The first problem pydantic found, as ``dotted.field: message``."""
+def describe_validation(exc: ValidationError, hide: Collection[str] = ()) -> str:
+    """The first problem pydantic found, as ``dotted.field: message`` (``hide``: union tags that
+    pydantic puts in the path but users never write)."""
     first = exc.errors()[0]
-    return f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"
+    path = ".".join(str(part) for part in first["loc"] if part not in hide)
+    return f"{path}: {first['msg']}" if path else first["msg"]

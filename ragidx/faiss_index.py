@@ -113,12 +113,17 @@ class FaissIndex:
             self.index.remove_ids(ids)
         except RuntimeError:
             keep = np.setdiff1d(self.ids(), ids)
-            vectors = np.vstack([self.index.reconstruct(int(i)) for i in keep]) if len(keep) else None
             fresh = FaissIndex.create(self.dim, self.config)
-            if vectors is not None:
-                fresh.add(vectors, keep)
+            fresh.add(self.reconstruct(keep), keep)
             self.index = fresh.index
         self._search_index = None
+
+    def reconstruct(self, ids: np.ndarray) -> np.ndarray:
+        """The stored vectors with these ids, float32 (n, dim) (approximate for compressed factories)."""
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        for row, vid in enumerate(ids):
+            out[row] = self.index.reconstruct(int(vid))
+        return out
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, ids) per query; missing results have id -1."""

@@ -10,14 +10,19 @@ Layout of ``DIR``::
 A commit writes the next generation's files beside the current ones, fsyncs them, then switches
 ``manifest.json`` with an atomic rename and deletes the old generation: a reader opening the
 directory at any moment sees one complete generation. ``Index.open(dir).search(query, k)`` is the
-Python entry point for queries; ``ragidx.ingestion`` adds documents through ``add``/``commit``.
+Python entry point for queries; ``ragidx.ingestion`` adds documents through ``add``/``commit``;
+``get`` and ``remove`` read and delete documents by id.
+
+An index whose vectors come from outside ragidx (a LangChain ``Embeddings`` object) records an
+:class:`~ragidx.manifest.ExternalEncoderInfo`: it has no ragidx encoder, and is searched with query
+vectors its caller embeds (:meth:`Index.search_by_vectors`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +33,19 @@ from ragidx.encoder import Encoder, EncoderConfig
 from ragidx.errors import IndexFormatError, ModelError
 from ragidx.faiss_index import FaissConfig, FaissIndex
 from ragidx.longdoc import LongDocConfig
-from ragidx.manifest import MANIFEST_NAME, EncoderInfo, FileEntry, Manifest, now, write_atomic
+from ragidx.manifest import (
+    MANIFEST_NAME,
+    EncoderInfo,
+    ExternalEncoderInfo,
+    FileEntry,
+    Manifest,
+    now,
+    write_atomic,
+)
 from ragidx.store import DocumentRecord, Store, VectorRecord
 
 if TYPE_CHECKING:
-    from ragidx.retriever import SearchResult
+    from ragidx.retriever import Per, SearchResult, Where
 
 _DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})\.(faiss|parquet)$")
 
@@ -42,7 +55,7 @@ class Index:
 
     def __init__(
         self,
-        directory: Path,
+        directory: Path | None,
         manifest: Manifest,
         vectors: FaissIndex,
         store: Store,
@@ -91,26 +104,32 @@ class Index:
     @classmethod
     def create(
         cls,
-        directory: str | Path,
-        encoder: Encoder,
+        directory: str | Path | None,
+        encoder: Encoder | ExternalEncoderInfo,
         long_doc: LongDocConfig | None = None,
         faiss_config: FaissConfig | None = None,
     ) -> Index:
-        """A new, empty index (nothing is written until :meth:`commit`)."""
-        directory = Path(directory)
-        if (directory / MANIFEST_NAME).exists():
-            raise IndexFormatError(f"{directory}: already holds an index; open it instead")
-        if directory.exists() and not directory.is_dir():
-            raise IndexFormatError(f"{directory}: exists and is not a directory")
+        """A new, empty index (nothing is written until :meth:`commit`). ``encoder`` is a ragidx
+        encoder, or the description of one outside ragidx whose vectors the caller adds.
+        ``directory`` ``None``: an in-memory index, written where its first commit says."""
+        if directory is not None:
+            directory = Path(directory)
+            _check_new_directory(directory)
         faiss_config = faiss_config or FaissConfig()
+        external = isinstance(encoder, ExternalEncoderInfo)
         manifest = Manifest(
             ragidx_version=__version__,
-            encoder=EncoderInfo.model_validate(encoder.describe()),
+            encoder=encoder if external else EncoderInfo.model_validate(encoder.describe()),
             long_doc=long_doc or LongDocConfig(),
             faiss=faiss_config,
         )
         vectors = FaissIndex.create(encoder.dim, faiss_config)
-        return cls(directory, manifest, vectors, Store.empty(), encoder=encoder)
+        return cls(directory, manifest, vectors, Store.empty(), encoder=None if external else encoder)
+
+    @property
+    def name(self) -> str:
+        """The directory, or ``in-memory index`` before the first commit of one created without."""
+        return str(self.directory) if self.directory is not None else "in-memory index"
 
     @staticmethod
     def exists(directory: str | Path) -> bool:
@@ -121,7 +140,7 @@ class Index:
     def encoder(self) -> Encoder:
         """The index's encoder, loaded on first use from the manifest's model."""
         if self._encoder is None:
-            info = self.manifest.encoder
+            info = self._ragidx_encoder_info()
             runtime = self._encoder_config
             asked = runtime.model if "model" in runtime.model_fields_set else None
             config = runtime.model_copy(
@@ -145,29 +164,91 @@ class Index:
 
     def check_encoder(self, encoder: Encoder) -> None:
         """Refuse an encoder other than the one the index was built with."""
-        built = self.manifest.encoder
+        built = self._ragidx_encoder_info()
         if encoder.dim != built.dim:
             raise ModelError(
-                f"{self.directory}: index holds {built.dim}-d vectors from {built.name}, but "
+                f"{self.name}: index holds {built.dim}-d vectors from {built.name}, but "
                 f"{encoder.folder.name} makes {encoder.dim}-d vectors; query with {built.name}"
             )
         fingerprint = encoder.folder.fingerprint()
         if fingerprint != built.fingerprint:
             raise ModelError(
-                f"{self.directory}: index was built with {built.name} (fingerprint "
+                f"{self.name}: index was built with {built.name} (fingerprint "
                 f"{built.fingerprint}), not {encoder.folder.name} ({fingerprint}); query with the "
                 "same model or re-ingest"
             )
 
-    # ----------------------------------------------------------------------------- queries
-    def search(self, query: str, k: int = 10) -> list[SearchResult]:
-        """The ``k`` best documents for ``query`` (chunks are merged per document)."""
-        return self.search_many([query], k)[0]
+    @property
+    def external(self) -> bool:
+        """True when the vectors were made outside ragidx (see the module docstring)."""
+        return isinstance(self.manifest.encoder, ExternalEncoderInfo)
 
-    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[SearchResult]]:
+    def _ragidx_encoder_info(self) -> EncoderInfo:
+        info = self.manifest.encoder
+        if isinstance(info, ExternalEncoderInfo):
+            raise ModelError(
+                f"{self.name}: index holds {info.dim}-d vectors made outside ragidx by "
+                f"{info.name}; search it with that embedding (ragidx.integrations.langchain."
+                "RagidxVectorStore.load(path, embedding=...))"
+            )
+        return info
+
+    # ----------------------------------------------------------------------------- queries
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        where: Where | None = None,
+        per: Per = "document",
+    ) -> list[SearchResult]:
+        """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
+        ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
+        when that many match."""
+        return self.search_many([query], k, where=where, per=per)[0]
+
+    def search_many(
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        *,
+        where: Where | None = None,
+        per: Per = "document",
+    ) -> list[list[SearchResult]]:
         from ragidx.retriever import Retriever
 
-        return Retriever(self).search_many(queries, k)
+        return Retriever(self).search_many(queries, k, where=where, per=per)
+
+    def search_by_vectors(
+        self,
+        queries: Sequence[str],
+        vectors: np.ndarray,
+        k: int = 10,
+        *,
+        where: Where | None = None,
+        per: Per = "document",
+    ) -> list[list[SearchResult]]:
+        """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
+        ``queries`` only pick each result's snippet."""
+        from ragidx.retriever import Retriever
+
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(queries), -1)
+        if vectors.shape[1] != self.manifest.encoder.dim:
+            raise ModelError(
+                f"{self.name}: query vectors are {vectors.shape[1]}-d, the index holds "
+                f"{self.manifest.encoder.dim}-d vectors from {self.manifest.encoder.name}"
+            )
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return Retriever(self).rank(queries, vectors, k, where=where, per=per)
+
+    def get(self, doc_ids: Iterable[str]) -> list[DocumentRecord]:
+        """The stored documents with these ids, in the order asked; unknown ids are left out."""
+        return [self.store.document(d) for d in doc_ids if self.store.sha256(d) is not None]
+
+    def vectors_of(self, vids: Sequence[int]) -> np.ndarray:
+        """The stored vectors with these ids, as float32 (n, dim)."""
+        self.flush()
+        return self.vectors.reconstruct(np.asarray(vids, dtype=np.int64))
 
     def __len__(self) -> int:
         return self.store.n_documents
@@ -186,13 +267,31 @@ class Index:
         self._pending.append((np.asarray(vectors, dtype=np.float32), ids))
         self.store.add(document, spans)
 
-    def remove(self, doc_ids: set[str]) -> None:
-        self._flush_vectors()
-        self.vectors.remove(self.store.remove(doc_ids))
+    def remove(self, doc_ids: Iterable[str]) -> int:
+        """Drop documents by id (unknown ids are ignored); returns how many were dropped."""
+        present = {d for d in doc_ids if self.store.sha256(d) is not None}
+        self.flush()
+        self.vectors.remove(self.store.remove(present))
+        return len(present)
 
-    def commit(self) -> None:
-        """Write the next generation and switch the manifest to it (see the module docstring)."""
-        self._flush_vectors()
+    def flush(self) -> None:
+        """Hand vectors added since the last flush to FAISS in one call (an untrained factory
+        trains on them); searches and commits do this first."""
+        if self._pending:
+            vectors, ids = zip(*self._pending, strict=True)
+            self.vectors.add(np.vstack(vectors), np.concatenate(ids))
+            self._pending.clear()
+
+    def commit(self, directory: str | Path | None = None) -> None:
+        """Write the next generation and switch the manifest to it (see the module docstring).
+        ``directory``: write to (and from now on use) another directory, which must not hold an
+        index yet."""
+        if directory is not None and Path(directory) != self.directory:
+            _check_new_directory(Path(directory))
+            self.directory = Path(directory)
+        if self.directory is None:
+            raise IndexFormatError("in-memory index: give commit() the directory to write it to")
+        self.flush()
         self.directory.mkdir(parents=True, exist_ok=True)
         generation = self.manifest.generation + 1
         documents, chunks = self.store.to_bytes()
@@ -220,22 +319,23 @@ class Index:
     def info(self) -> dict[str, Any]:
         """The manifest as a plain dict (what ``ragidx info`` prints)."""
         data = self.manifest.model_dump(mode="json")
-        data["directory"] = str(self.directory)
+        data["directory"] = None if self.directory is None else str(self.directory)
         return data
 
     # ----------------------------------------------------------------------------- internals
-    def _flush_vectors(self) -> None:
-        """Hand buffered vectors to FAISS in one call (an untrained factory trains on them)."""
-        if self._pending:
-            vectors, ids = zip(*self._pending, strict=True)
-            self.vectors.add(np.vstack(vectors), np.concatenate(ids))
-            self._pending.clear()
-
     def _remove_stale_files(self, keep: set[str]) -> None:
+        assert self.directory is not None
         for path in self.directory.iterdir():
             stale = _DATA_FILE.match(path.name) and path.name not in keep
             if stale or (path.name.startswith(".") and ".tmp-" in path.name):
                 path.unlink(missing_ok=True)
+
+
+def _check_new_directory(directory: Path) -> None:
+    if (directory / MANIFEST_NAME).exists():
+        raise IndexFormatError(f"{directory}: already holds an index; open it instead")
+    if directory.exists() and not directory.is_dir():
+        raise IndexFormatError(f"{directory}: exists and is not a directory")
 
 
 def _read_checked(directory: Path, entry: FileEntry) -> bytes:

@@ -6,6 +6,9 @@ content is unchanged since the last ingest (sha256), replaces changed ones, plan
 the long-document policy, embeds windows from many documents together (so batches are sorted by
 length across documents), and commits once at the end: until then the index on disk is untouched.
 Every document records how it was embedded; files that cannot be read are skipped and reported.
+:func:`add_documents` is the embedding half on its own, for documents that come from memory (the
+LangChain vector store) rather than from files; :func:`add_embedded` adds documents whose vectors
+were made outside ragidx.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +28,7 @@ from ragidx.documents import Document, Skipped, iter_documents
 from ragidx.encoder import Encoder, Tokens
 from ragidx.errors import ConfigError, InputError
 from ragidx.index import Index
-from ragidx.longdoc import EmbedPlan, LongDocConfig, plan
+from ragidx.longdoc import EmbedPlan, LongDocConfig, embed_plans, plan_tokens
 from ragidx.manifest import now
 from ragidx.store import DocumentRecord, VectorRecord
 
@@ -115,48 +118,13 @@ def ingest(
             raise InputError(f"{path}: no such file or directory")
     started = time.perf_counter()
     index = _open_or_create(Path(index_dir), config)
-    encoder = index.encoder
-    long_doc = index.manifest.long_doc  # the index's policy applies to every document in it
     report = IngestReport(index=str(index_dir))
-    pending: list[_Planned] = []
-    seen: dict[str, str] = {}
-    planned_tokens = 0
-
-    for path in paths:
-        for item in iter_documents(path, config.ingest.include, config.ingest.exclude):
-            if isinstance(item, Skipped):
-                report.skipped.append(item)
-                progress.skipped(item)
-                continue
-            if item.doc_id in seen:
-                dup = Skipped(
-                    item.source, f"duplicate document id {item.doc_id!r} (first from {seen[item.doc_id]})"
-                )
-                report.skipped.append(dup)
-                progress.skipped(dup)
-                continue
-            seen[item.doc_id] = item.source
-            digest = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
-            previous = index.store.sha256(item.doc_id)
-            if previous == digest:
-                report.unchanged += 1
-                continue
-            tokens = encoder.tokenize(item.text, "document")
-            if not len(tokens):
-                gone = Skipped(item.source, "no tokens after tokenization (nothing to embed)")
-                report.skipped.append(gone)
-                progress.skipped(gone)
-                continue
-            extended = encoder.content_budget(tokens, extended=True) if long_doc.policy == "extend" else None
-            doc_plan = plan(len(tokens), encoder.content_budget(tokens), long_doc, extended)
-            pending.append(_Planned(item, digest, tokens, doc_plan, replaces=previous is not None))
-            progress.planned(item, doc_plan.n_embedded)
-            planned_tokens += doc_plan.n_embedded
-            if planned_tokens >= FLUSH_TOKENS:
-                _embed(pending, index, encoder, report, progress, long_doc)
-                pending, planned_tokens = [], 0
-    _embed(pending, index, encoder, report, progress, long_doc)
-
+    items = (
+        item
+        for path in paths
+        for item in iter_documents(path, config.ingest.include, config.ingest.exclude)
+    )
+    add_documents(index, items, report=report, progress=progress)
     if report.added + report.updated == 0 and not Index.exists(index_dir):
         found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
         raise InputError(
@@ -167,6 +135,90 @@ def ingest(
         index.commit()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def add_documents(
+    index: Index,
+    documents: Iterable[Document | Skipped],
+    *,
+    report: IngestReport | None = None,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Embed documents (from files or from memory) into ``index`` by its encoder and long-document
+    policy, without committing. A document whose text, title and metadata are unchanged is left
+    as it is; one with a known id and other content replaces it; a repeated id is skipped."""
+    report = report or IngestReport(index=index.name)
+    progress = progress or _Silent()
+    started = time.perf_counter()
+    encoder = index.encoder
+    long_doc = index.manifest.long_doc  # the index's policy applies to every document in it
+    pending: list[_Planned] = []
+    seen: dict[str, str] = {}
+    planned_tokens = 0
+    for item in documents:
+        if isinstance(item, Skipped):
+            report.skipped.append(item)
+            progress.skipped(item)
+            continue
+        if item.doc_id in seen:
+            dup = Skipped(
+                item.source, f"duplicate document id {item.doc_id!r} (first from {seen[item.doc_id]})"
+            )
+            report.skipped.append(dup)
+            progress.skipped(dup)
+            continue
+        seen[item.doc_id] = item.source
+        digest = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
+        previous = index.store.sha256(item.doc_id)
+        if previous == digest and _same_record(index.store.document(item.doc_id), item):
+            report.unchanged += 1
+            continue
+        tokens = encoder.tokenize(item.text, "document")
+        if not len(tokens):
+            gone = Skipped(item.source, "no tokens after tokenization (nothing to embed)")
+            report.skipped.append(gone)
+            progress.skipped(gone)
+            continue
+        doc_plan = plan_tokens(encoder, tokens, long_doc)
+        pending.append(_Planned(item, digest, tokens, doc_plan, replaces=previous is not None))
+        progress.planned(item, doc_plan.n_embedded)
+        planned_tokens += doc_plan.n_embedded
+        if planned_tokens >= FLUSH_TOKENS:
+            _embed(pending, index, encoder, report, progress, long_doc)
+            pending, planned_tokens = [], 0
+    _embed(pending, index, encoder, report, progress, long_doc)
+    report.seconds += time.perf_counter() - started
+    return report
+
+
+def add_embedded(
+    index: Index, documents: Sequence[Document], vectors: np.ndarray, embed_mode: str = "external"
+) -> None:
+    """Add documents embedded outside ragidx, one vector each (L2-normalised here), without
+    committing; a document with a known id replaces it. ragidx does not tokenize them: their token
+    counts are recorded as 0 and their mode as ``embed_mode``."""
+    vectors = np.asarray(vectors, dtype=np.float32).reshape(len(documents), -1)
+    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    for doc, vector in zip(documents, vectors, strict=True):
+        record = DocumentRecord(
+            doc_id=doc.doc_id,
+            source=doc.source,
+            sha256=hashlib.sha256(doc.text.encode("utf-8")).hexdigest(),
+            title=doc.title,
+            text=doc.text,
+            n_tokens=0,
+            n_embedded=0,
+            embed_mode=embed_mode,
+            n_vectors=1,
+            metadata=doc.metadata,
+            ingested_at=now().isoformat(),
+        )
+        span = VectorRecord(-1, doc.doc_id, 0, 0, 0, 0, len(doc.text))
+        index.add(record, vector[None, :], [span])
+
+
+def _same_record(stored: DocumentRecord, document: Document) -> bool:
+    return stored.title == document.title and stored.metadata == document.metadata
 
 
 def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
@@ -197,20 +249,19 @@ def _embed(
     """Embed every window of the pending documents in one length-sorted run, then add them."""
     if not pending:
         return
-    windows = [encoder.window(p.tokens, s, e) for p in pending for s, e in p.plan.spans]
+    window_tokens = 0
+
+    def on_batch(n_tokens: int) -> None:
+        nonlocal window_tokens
+        window_tokens += n_tokens
+        progress.embedded(n_tokens)
+
     started = time.perf_counter()
-    raw = encoder.embed_windows(windows, normalize=False, on_batch=progress.embedded)
+    embedded = embed_plans(encoder, [(p.tokens, p.plan) for p in pending], on_batch)
     report.embed_seconds += time.perf_counter() - started
-    report.window_tokens += sum(len(w.input_ids) for w in windows)
-    at = 0
-    for item in pending:
-        vectors = raw[at : at + len(item.plan.spans)]
-        at += len(item.plan.spans)
-        spans = item.plan.spans
-        if item.plan.single_vector:
-            vectors = vectors.mean(axis=0, keepdims=True)  # pcw: mean of un-normalised chunks
-            spans = [(0, item.plan.n_embedded)]
-        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    report.window_tokens += window_tokens
+    for item, vectors in zip(pending, embedded, strict=True):
+        spans = [(0, item.plan.n_embedded)] if item.plan.single_vector else item.plan.spans
         doc = item.document
         record = DocumentRecord(
             doc_id=doc.doc_id,

@@ -15,16 +15,25 @@ combine. Nothing is ever cut silently: every plan says its mode and how many tok
   as in LongEmbed, and the cut is recorded. Recorded as ``extend:<method>``.
 
 ``max_tokens`` (LongEmbed's target length L_t) cuts a document before chunking; the cut is recorded.
+
+:func:`plan_tokens` plans a tokenized document for an encoder's window, and :func:`embed_plans`
+embeds many planned documents in one length-sorted run and combines each one's vectors as its plan
+says (ingestion and the LangChain embeddings both go through these two).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragidx.extension.config import ExtensionConfig
+
+if TYPE_CHECKING:
+    from ragidx.encoder import Encoder, Tokens
 
 Policy = Literal["chunk", "pcw", "truncate", "extend"]
 EmbedMode = Literal["whole", "chunk", "pcw", "truncate", "extend"]
@@ -110,3 +119,33 @@ def _windows(length: int, size: int, step: int) -> list[tuple[int, int]]:
         start += step
     spans.append((max(length - size, 0), length))
     return spans
+
+
+def plan_tokens(encoder: Encoder, tokens: Tokens, config: LongDocConfig) -> EmbedPlan:
+    """Plan a tokenized document for ``encoder``'s window (and its extended window under ``extend``)."""
+    extended = encoder.content_budget(tokens, extended=True) if config.policy == "extend" else None
+    return plan(len(tokens), encoder.content_budget(tokens), config, extended)
+
+
+def embed_plans(
+    encoder: Encoder,
+    planned: Sequence[tuple[Tokens, EmbedPlan]],
+    on_batch: Callable[[int], None] | None = None,
+) -> list[np.ndarray]:
+    """Embed every window of the planned documents in one length-sorted run.
+
+    Returns, per document, its L2-normalised vectors: one per chunk for ``chunk`` plans, else one
+    (a ``pcw`` plan's chunk vectors are averaged un-normalised first, as in LongEmbed).
+    """
+    windows = [encoder.window(tokens, s, e) for tokens, doc_plan in planned for s, e in doc_plan.spans]
+    raw = encoder.embed_windows(windows, normalize=False, on_batch=on_batch) if windows else None
+    out: list[np.ndarray] = []
+    at = 0
+    for _, doc_plan in planned:
+        assert raw is not None
+        vectors = raw[at : at + len(doc_plan.spans)]
+        at += len(doc_plan.spans)
+        if doc_plan.single_vector:
+            vectors = vectors.mean(axis=0, keepdims=True)
+        out.append(vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12))
+    return out

@@ -1,7 +1,8 @@
 """The index manifest (``manifest.json``): what an index directory holds and how it was built.
 
 Like a sentence-transformers ``modules.json``, the manifest lists each stage with the config it
-saved — the encoder (model, revision, fingerprint, dim, window, pooling, prompts), the long-document
+saved — the encoder (model, revision, fingerprint, dim, window, pooling, prompts; or, for vectors
+made outside ragidx, just their source's name and dim), the long-document
 policy, the FAISS factory — plus counts and the data files of the current generation with their
 sha256. It is validated by pydantic on read, and replaced atomically on write (temp file, fsync,
 rename), which is what switches readers from one complete generation to the next.
@@ -13,9 +14,9 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 from ragidx.errors import IndexFormatError, describe_validation
 from ragidx.faiss_index import FaissConfig
@@ -42,6 +43,26 @@ class EncoderInfo(BaseModel):
     dense_layers: int = 0
     query_prompt: str = ""
     document_prompt: str = ""
+
+
+class ExternalEncoderInfo(BaseModel):
+    """Vectors made outside ragidx (e.g. a LangChain ``Embeddings`` object): ragidx cannot load
+    this encoder itself, so queries must bring the same one, checked by ``name`` and ``dim``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["external"] = "external"
+    name: str
+    dim: int
+
+
+_ENCODER_KINDS = frozenset({"ragidx", "external"})
+
+
+def _encoder_kind(value: Any) -> str:
+    """Manifests without ``encoder.kind`` (all ragidx-built ones) describe a ragidx encoder."""
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return "external" if kind == "external" else "ragidx"
 
 
 class FileEntry(BaseModel):
@@ -72,7 +93,10 @@ class Manifest(BaseModel):
     updated: datetime = Field(default_factory=now)
     generation: int = 0
     next_vid: int = 0
-    encoder: EncoderInfo
+    encoder: Annotated[
+        Annotated[EncoderInfo, Tag("ragidx")] | Annotated[ExternalEncoderInfo, Tag("external")],
+        Discriminator(_encoder_kind),
+    ]
     long_doc: LongDocConfig
     faiss: FaissConfig
     metric: Literal["inner_product"] = "inner_product"
@@ -100,7 +124,8 @@ class Manifest(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            raise IndexFormatError(f"{path}: invalid manifest ({describe_validation(exc)})") from exc
+            detail = describe_validation(exc, hide=_ENCODER_KINDS)
+            raise IndexFormatError(f"{path}: invalid manifest ({detail})") from exc
 
     def write(self, directory: Path) -> None:
         write_atomic(directory / MANIFEST_NAME, self.model_dump_json(indent=2).encode("utf-8"))

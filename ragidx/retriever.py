@@ -3,21 +3,27 @@
 Embeds queries with the index's encoder (query prompt applied), searches FAISS, and merges chunk
 hits into documents: a document scores as its best chunk (max-sim), reported once, with the span
 that matched. FAISS is asked for more vectors than ``k`` until ``k`` distinct documents are found
-(or the index is exhausted). Each :class:`SearchResult` carries a snippet: the passage of the
-matching span that shares the most words with the query.
+(or the index is exhausted); a ``where`` filter is applied while merging, so filtered searches
+still return ``k`` documents when ``k`` match. ``per="chunk"`` ranks vectors (chunks) instead of
+documents. Each :class:`SearchResult` carries a snippet: the passage of the matching span that
+shares the most words with the query.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 if TYPE_CHECKING:
     from ragidx.index import Index
+    from ragidx.store import DocumentRecord
+
+Where = Callable[["DocumentRecord"], bool]
+Per = Literal["document", "chunk"]
 
 SNIPPET_CHARS = 240
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -98,6 +104,13 @@ class SearchResult:
             data.pop("text")
         return data
 
+    @property
+    def passage(self) -> str:
+        """The text that matched: the chunk's characters for a chunk hit, else the whole text."""
+        if self.chunk is not None and self.chunk["char_start"] >= 0:
+            return self.text[self.chunk["char_start"] : self.chunk["char_end"]]
+        return self.text
+
 
 class Retriever:
     """Searches one :class:`~ragidx.index.Index`."""
@@ -105,39 +118,70 @@ class Retriever:
     def __init__(self, index: Index):
         self.index = index
 
-    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[SearchResult]]:
+    def search_many(
+        self, queries: Sequence[str], k: int = 10, *, where: Where | None = None, per: Per = "document"
+    ) -> list[list[SearchResult]]:
         if not queries:
             return []
         vectors, _ = self.index.encoder.embed(list(queries), role="query")
-        return [
-            self._results(query, hits)
-            for query, hits in zip(queries, self.search_vectors(vectors, k), strict=True)
-        ]
+        return self.rank(queries, vectors, k, where=where, per=per)
 
-    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
-        """Per query, up to ``k`` (best vector id, score) pairs, one per document."""
+    def rank(
+        self,
+        queries: Sequence[str],
+        vectors: np.ndarray,
+        k: int = 10,
+        *,
+        where: Where | None = None,
+        per: Per = "document",
+    ) -> list[list[SearchResult]]:
+        """Results for query vectors (``queries`` only pick the snippets)."""
+        hits = self.search_vectors(vectors, k, where=where, per=per)
+        return [self._results(query, h) for query, h in zip(queries, hits, strict=True)]
+
+    def search_vectors(
+        self, vectors: np.ndarray, k: int, *, where: Where | None = None, per: Per = "document"
+    ) -> list[list[tuple[int, float]]]:
+        """Per query, up to ``k`` (vector id, score) pairs: one per document (its best vector),
+        or, ``per="chunk"``, the best vectors themselves."""
+        self.index.flush()
         store, faiss_index = self.index.store, self.index.vectors
         total = faiss_index.ntotal
         if total == 0 or k <= 0:
             return [[] for _ in range(len(vectors))]
-        per_doc = max(1.0, store.n_vectors / max(store.n_documents, 1))
+        per_doc = max(1.0, store.n_vectors / max(store.n_documents, 1)) if per == "document" else 1.0
         fetch = min(total, int(k * min(per_doc, 8)) + k)
+        accepted: dict[str, bool] = {}  # where() per document, computed once per search
         while True:
             scores, ids = faiss_index.search(vectors, fetch)
-            merged = [self._best_per_document(s, i, k) for s, i in zip(scores, ids, strict=True)]
+            merged = [self._best(s, i, k, where, per, accepted) for s, i in zip(scores, ids, strict=True)]
             if fetch >= total or all(len(m) >= k for m in merged):
                 return merged
             fetch = min(total, fetch * 4)
 
-    def _best_per_document(self, scores: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def _best(
+        self,
+        scores: np.ndarray,
+        ids: np.ndarray,
+        k: int,
+        where: Where | None,
+        per: Per,
+        accepted: dict[str, bool],
+    ) -> list[tuple[int, float]]:
+        store = self.index.store
         seen: set[str] = set()
         hits: list[tuple[int, float]] = []
         for vid, score in zip(ids, scores, strict=True):
             if vid < 0:
                 continue
-            doc_id = self.index.store.vector(int(vid)).doc_id
-            if doc_id in seen:
+            doc_id = store.vector(int(vid)).doc_id
+            if per == "document" and doc_id in seen:
                 continue
+            if where is not None:
+                if doc_id not in accepted:
+                    accepted[doc_id] = bool(where(store.document(doc_id)))
+                if not accepted[doc_id]:
+                    continue
             seen.add(doc_id)
             hits.append((int(vid), float(score)))
             if len(hits) == k:

@@ -87,3 +87,23 @@ def test_other_model_is_refused(built: Path, tiny_other_model: Path, tiny_st_mod
 def test_create_refuses_an_existing_index(built: Path, tiny_encoder: Encoder) -> None:
     with pytest.raises(IndexFormatError, match="already holds an index"):
         Index.create(built, tiny_encoder)
+
+
+def test_in_memory_index_get_remove_and_commit_elsewhere(tmp_path: Path, tiny_encoder: Encoder) -> None:
+    from ragidx.documents import Document
+    from ragidx.ingestion import add_documents
+
+    index = Index.create(None, tiny_encoder)
+    assert index.name == "in-memory index"
+    add_documents(index, [Document(d, f"text {d} river", "") for d in ("a", "b", "c")])
+    assert [r.doc_id for r in index.get(["c", "zz", "a"])] == ["c", "a"]
+    assert index.remove(["a", "zz"]) == 1 and index.store.doc_ids() == ["b", "c"]
+    assert index.search("text b river", k=5)[0].doc_id == "b"  # searches see unflushed vectors
+    with pytest.raises(IndexFormatError, match="in-memory index: give commit"):
+        index.commit()
+    index.commit(tmp_path / "one")
+    assert Index.open(tmp_path / "one").store.doc_ids() == ["b", "c"]
+    with pytest.raises(IndexFormatError, match="already holds an index"):
+        Index.create(None, tiny_encoder).commit(tmp_path / "one")
+    index.commit(tmp_path / "two")  # a copy under a new directory, which the index now uses
+    assert index.directory == tmp_path / "two" and len(Index.open(tmp_path / "two")) == 2

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from ragidx.config import RagidxConfig
+from ragidx.documents import Document
 from ragidx.errors import ConfigError, InputError
 from ragidx.index import Index
-from ragidx.ingestion import ingest
+from ragidx.ingestion import add_documents, add_embedded, ingest
 from tests.conftest import TINY_WINDOW, long_text
 
 
@@ -126,3 +127,30 @@ def test_truncate_and_max_tokens_are_recorded(tmp_path: Path, tiny_model: Path) 
     doc = Index.open(tmp_path / "ix").store.document("long.md")
     assert doc.embed_mode == "truncate" and doc.n_embedded == TINY_WINDOW - 2 < doc.n_tokens
     assert report.tokens - report.tokens_embedded == doc.n_tokens - doc.n_embedded
+
+
+def test_add_documents_from_memory_updates_changed_metadata_only(tmp_path: Path, tiny_encoder) -> None:
+    index = Index.create(None, tiny_encoder)
+    first = [Document("a", "river stone", "", metadata={"v": 1}), Document("b", "garden music", "")]
+    report = add_documents(index, first)
+    assert (report.added, report.updated, report.vectors) == (2, 0, 2)
+    again = add_documents(index, [Document("a", "river stone", "", metadata={"v": 1})])
+    assert (again.added, again.updated, again.unchanged) == (0, 0, 1)
+    changed = add_documents(index, [Document("a", "river stone", "", metadata={"v": 2})])
+    assert (changed.updated, changed.unchanged) == (1, 0)
+    assert index.get(["a"])[0].metadata == {"v": 2} and index.store.n_vectors == 2
+
+
+def test_add_embedded_normalises_and_replaces() -> None:
+    from ragidx.manifest import ExternalEncoderInfo
+
+    index = Index.create(None, ExternalEncoderInfo(name="elsewhere", dim=3))
+    docs = [Document("x", "one", "src"), Document("y", "two", "")]
+    add_embedded(index, docs, np.array([[3.0, 0, 4], [0, 2, 0]]))
+    add_embedded(index, [Document("x", "uno", "src")], np.array([[0.0, 0, 5]]))
+    vectors = index.vectors_of(index.store.vids())
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    (record,) = index.get(["x"])
+    assert (record.text, record.embed_mode, record.n_tokens, record.n_vectors) == ("uno", "external", 0, 1)
+    hits = index.search_by_vectors(["q"], np.array([[0.0, 0.0, 1.0]]), k=2)[0]
+    assert [h.doc_id for h in hits] == ["x", "y"] and hits[0].score == pytest.approx(1.0)

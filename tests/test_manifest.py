@@ -18,6 +18,7 @@ from ragidx.manifest import (
     MANIFEST_NAME,
     Counts,
     EncoderInfo,
+    ExternalEncoderInfo,
     FileEntry,
     Manifest,
     write_atomic,
@@ -187,3 +188,19 @@ def test_write_replaces_previous_manifest(tmp_path: Path) -> None:
     again = Manifest.read(tmp_path)
     assert (again.generation, again.next_vid) == (4, 99)
     assert [p.name for p in tmp_path.iterdir()] == [MANIFEST_NAME]
+
+
+def test_an_external_encoder_round_trips_and_old_manifests_read_as_ragidx(tmp_path: Path) -> None:
+    external = _manifest().model_copy(update={"encoder": ExternalEncoderInfo(name="langchain:Fake", dim=6)})
+    external.write(tmp_path)
+    raw = json.loads((tmp_path / MANIFEST_NAME).read_text())
+    assert raw["encoder"] == {"kind": "external", "name": "langchain:Fake", "dim": 6}
+    assert Manifest.read(tmp_path).encoder == ExternalEncoderInfo(name="langchain:Fake", dim=6)
+    _manifest().write(tmp_path)  # ragidx encoders write no kind, as before
+    assert "kind" not in json.loads((tmp_path / MANIFEST_NAME).read_text())["encoder"]
+    assert isinstance(Manifest.read(tmp_path).encoder, EncoderInfo)
+    raw["encoder"] = {"kind": "external", "name": "langchain:Fake"}
+    path = _write_raw(tmp_path, raw)
+    expected = rf"^{re.escape(str(path))}: invalid manifest \(encoder.dim: Field required\)"
+    with pytest.raises(IndexFormatError, match=expected):
+        Manifest.read(tmp_path)

@@ -71,3 +71,28 @@ def test_snippet_prefers_the_sentence_sharing_query_words() -> None:
     assert len(snippet(text * 10, "granite", width=80)) <= 80
     assert snippet("", "anything") == ""
     assert snippet("No overlap here.", "zebra") == "No overlap here."
+
+
+def test_where_filters_while_ranking_and_chunks_rank_on_their_own(tmp_path: Path, tiny_model: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"d{i:02d}.txt").write_text(long_text(30 if i % 3 else 250, seed=i))
+    config = RagidxConfig().override(
+        model={"model": str(tiny_model), "device": "cpu"}, long_doc={"chunk_size": 24, "overlap": 4}
+    )
+    ingest(docs, tmp_path / "ix", config)
+    index = Index.open(tmp_path / "ix")
+    query = index.store.document("d01.txt").text
+    wanted = {"d00.txt", "d03.txt", "d06.txt"}
+    hits = index.search(query, k=3, where=lambda record: record.doc_id in wanted)
+    assert {h.doc_id for h in hits} == wanted  # far down the unfiltered ranking, still all found
+    assert index.search(query, k=3, where=lambda record: False) == []
+
+    chunks = index.search(index.store.document("d03.txt").text[:200], k=6, per="chunk")
+    assert len(chunks) == 6 and len({h.doc_id for h in chunks}) < 6  # several chunks of a document
+    for hit in chunks:
+        if hit.chunk is not None:
+            assert hit.passage == hit.text[hit.chunk["char_start"] : hit.chunk["char_end"]]
+    documents = index.search(index.store.document("d03.txt").text[:200], k=6)
+    assert len({h.doc_id for h in documents}) == 6

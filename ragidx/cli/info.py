@@ -12,7 +12,7 @@ from rich.table import Table
 from ragidx.cli.app import app, handle_errors, out
 from ragidx.cli.options import DEFAULT_INDEX, Json
 from ragidx.index import Index
-from ragidx.manifest import Manifest
+from ragidx.manifest import ExternalEncoderInfo, Manifest
 from ragidx.pooling import PoolingConfig
 
 
@@ -40,19 +40,30 @@ def info_command(
     table = Table(title=f"ragidx index {index}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
+    external = isinstance(enc, ExternalEncoderInfo)
+    tokens = f"{counts.tokens:,} in documents, {counts.tokens_embedded:,} embedded"
+    if isinstance(enc, ExternalEncoderInfo):
+        model_rows = [
+            ("model", f"{enc.name} (vectors made outside ragidx)"),
+            ("dim", str(enc.dim)),
+        ]
+    else:
+        model_rows = [
+            ("model", f"{enc.name}" + (f" @ {enc.revision}" if enc.revision else "")),
+            ("fingerprint", enc.fingerprint),
+            ("architecture", f"{enc.model_type}, window {enc.window} tokens"),
+            ("dim", str(enc.dim)),
+            ("pooling", _pooling(enc.pooling)),
+            ("prompts", f"query {enc.query_prompt!r}, document {enc.document_prompt!r}"),
+            ("long documents", _long_doc(manifest)),
+        ]
     rows = [
-        ("model", f"{enc.name}" + (f" @ {enc.revision}" if enc.revision else "")),
-        ("fingerprint", enc.fingerprint),
-        ("architecture", f"{enc.model_type}, window {enc.window} tokens"),
-        ("dim", str(enc.dim)),
-        ("pooling", _pooling(enc.pooling)),
-        ("prompts", f"query {enc.query_prompt!r}, document {enc.document_prompt!r}"),
-        ("long documents", _long_doc(manifest)),
+        *model_rows,
         ("faiss", f"{manifest.faiss.factory} ({manifest.metric}), gpu {manifest.faiss.gpu}"),
         ("documents", f"{counts.documents:,}"),
         ("embedded as", ", ".join(f"{n} {m}" for m, n in counts.by_mode.items()) or "-"),
         ("vectors", f"{counts.vectors:,}"),
-        ("tokens", f"{counts.tokens:,} in documents, {counts.tokens_embedded:,} embedded"),
+        ("tokens", "not counted (vectors made outside ragidx)" if external else tokens),
         ("generation", f"{manifest.generation} (updated {manifest.updated:%Y-%m-%d %H:%M:%S} UTC)"),
         ("created", f"{manifest.created:%Y-%m-%d %H:%M:%S} UTC"),
         ("ragidx", manifest.ragidx_version),

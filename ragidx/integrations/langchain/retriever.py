@@ -1,0 +1,121 @@
+"""``RagidxRetriever``: a LangChain retriever over a ragidx index directory.
+
+Returns LangChain ``Document``s whose ``page_content`` is the document's text (or, with
+``search_type="chunk"``, the chunk that matched) and whose metadata carries the document's own
+metadata plus ``doc_id``, ``source``, ``title``, ``score``, ``rank``, ``snippet``, ``embed_mode`` (how
+the document was embedded: ``whole``, ``chunk``, ``pcw``, ``truncate``, ``extend:<method>``),
+``n_tokens`` and ``chunk`` (the matching token/character span of a chunked document, else ``None``).
+
+``filter`` (a dict of metadata values, or a callable on a ``Document``) is applied while ranking,
+so a filtered search still returns ``k`` documents when ``k`` match; ``score_threshold`` drops
+results scoring below it (cosine similarity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables.config import run_in_executor
+from pydantic import ConfigDict, Field
+
+from ragidx.encoder import EncoderConfig
+from ragidx.index import Index
+from ragidx.integrations.langchain.documents import MetadataFilter, record_filter, to_langchain
+from ragidx.retriever import SearchResult
+
+
+class RagidxRetriever(BaseRetriever):
+    """Search a ragidx index; see the module docstring. Build it with :meth:`from_index`."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index: Index
+    k: int = Field(4, ge=1, description="how many documents (or chunks) to return")
+    score_threshold: float | None = Field(None, description="drop results scoring below this")
+    filter: dict[str, Any] | Callable[[Document], bool] | None = Field(
+        None, description="metadata values to match, or a callable on each candidate Document"
+    )
+    search_type: Literal["document", "chunk"] = Field(
+        "document", description="rank documents (best chunk each) or the chunks themselves"
+    )
+
+    @classmethod
+    def from_index(
+        cls,
+        path: str | Path,
+        k: int = 4,
+        *,
+        device: str | None = None,
+        **kwargs: Any,
+    ) -> RagidxRetriever:
+        """Open the index at ``path`` (its model loads on the first query); ``kwargs`` set
+        ``score_threshold``, ``filter``, ``search_type`` and the usual retriever fields."""
+        encoder_config = EncoderConfig(device=device) if device is not None else None
+        return cls(index=Index.open(path, encoder_config=encoder_config), k=k, **kwargs)
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        score_threshold: float | None = None,
+        filter: MetadataFilter | None = None,
+        search_type: Literal["document", "chunk"] | None = None,
+    ) -> list[Document]:
+        """``k``, ``score_threshold``, ``filter`` and ``search_type`` override the retriever's own
+        for this call (``retriever.invoke(query, k=2)``)."""
+        chosen = self.filter if filter is None else filter
+        threshold = self.score_threshold if score_threshold is None else score_threshold
+        per = search_type or self.search_type
+        results = self.index.search(
+            query,
+            k or self.k,
+            where=None if chosen is None else record_filter(chosen),
+            per=per,
+        )
+        return [_document(r, per) for r in results if threshold is None or r.score >= threshold]
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        score_threshold: float | None = None,
+        filter: MetadataFilter | None = None,
+        search_type: Literal["document", "chunk"] | None = None,
+    ) -> list[Document]:
+        """The same search in a worker thread (the encoder and FAISS are synchronous)."""
+        return await run_in_executor(
+            None,
+            self._get_relevant_documents,
+            query,
+            run_manager=run_manager.get_sync(),
+            k=k,
+            score_threshold=score_threshold,
+            filter=filter,
+            search_type=search_type,
+        )
+
+
+def _document(result: SearchResult, per: str) -> Document:
+    metadata = {
+        **result.metadata,
+        "doc_id": result.doc_id,
+        "source": result.source,
+        "title": result.title,
+        "score": result.score,
+        "rank": result.rank,
+        "snippet": result.snippet,
+        "embed_mode": result.embed_mode,
+        "n_tokens": result.n_tokens,
+        "chunk": result.chunk,
+    }
+    text = result.passage if per == "chunk" else result.text
+    return to_langchain(result.doc_id, text, metadata)

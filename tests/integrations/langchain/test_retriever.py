@@ -1,0 +1,111 @@
+"""RagidxRetriever: langchain-tests' standard suite, parity with ``ragidx query --json``, options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from langchain_core.documents import Document
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+from typer.testing import CliRunner
+
+from ragidx.cli import app
+from ragidx.encoder import Encoder
+from ragidx.index import Index
+from ragidx.integrations.langchain import RagidxRetriever
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def examples(example_index: Path, default_encoder: Encoder) -> Index:
+    """``examples/docs`` with the real default model, opened once for this module."""
+    return Index.open(example_index, encoder=default_encoder)
+
+
+class TestRagidxRetrieverStandard(RetrieversIntegrationTests):
+    params: ClassVar[dict[str, Any]] = {}
+
+    @pytest.fixture(autouse=True)
+    def _index(self, examples: Index) -> None:
+        type(self).params = {"index": examples}
+
+    @property
+    def retriever_constructor(self) -> type[RagidxRetriever]:
+        return RagidxRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return self.params
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "How do honeybees tell each other where the flowers are?"
+
+
+def test_same_top_k_as_ragidx_query_json(example_index: Path) -> None:
+    query = "Which lighthouse still guides ships today?"
+    result = runner.invoke(app, ["query", query, "-i", str(example_index), "-k", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    expected = [(hit["doc_id"], hit["score"]) for hit in json.loads(result.stdout)]
+
+    docs = RagidxRetriever.from_index(example_index, k=5, device="cpu").invoke(query)
+    assert [(d.id, d.metadata["doc_id"]) for d in docs] == [(i, i) for i, _ in expected]
+    assert [d.metadata["score"] for d in docs] == pytest.approx([s for _, s in expected], abs=1e-6)
+
+
+def test_documents_carry_text_and_how_they_were_embedded(examples: Index) -> None:
+    (doc,) = RagidxRetriever(index=examples, k=1).invoke("Who designed the Eddystone tower?")
+    record = examples.store.document("lighthouses.txt")
+    assert doc.id == "lighthouses.txt" and doc.page_content == record.text
+    meta = doc.metadata
+    assert meta["source"] == record.source and meta["format"] == "text" and meta["rank"] == 1
+    assert meta["embed_mode"] == "chunk" and meta["n_tokens"] == record.n_tokens
+    span = meta["chunk"]
+    assert 0 <= span["char_start"] < span["char_end"] <= len(record.text)
+    assert meta["snippet"] and meta["snippet"][:40] in " ".join(record.text.split())
+
+
+def test_chunk_search_returns_passages(examples: Index) -> None:
+    retriever = RagidxRetriever(index=examples, k=3, search_type="chunk")
+    docs = retriever.invoke("the history of lighthouses and their lenses")
+    assert len(docs) == 3
+    lighthouse = [d for d in docs if d.id == "lighthouses.txt"]
+    assert len(lighthouse) >= 2  # several chunks of one document: not merged
+    text = examples.store.document("lighthouses.txt").text
+    for doc in lighthouse:
+        span = doc.metadata["chunk"]
+        assert doc.page_content == text[span["char_start"] : span["char_end"]] != text
+    scores = [d.metadata["score"] for d in docs]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_filters_still_return_k_documents(examples: Index) -> None:
+    query = "How do bees communicate?"  # markdown documents are about bread and git: far down
+    by_dict = RagidxRetriever(index=examples, k=2, filter={"format": "markdown"}).invoke(query)
+    assert sorted(d.id for d in by_dict) == ["git-rebase.md", "sourdough.md"]
+    faq: Any = lambda d: d.id.startswith("faq-")  # noqa: E731
+    by_callable = RagidxRetriever(index=examples, k=3).invoke(query, filter=faq)
+    assert len(by_callable) == 3 and all(d.id.startswith("faq-") for d in by_callable)
+    none = RagidxRetriever(index=examples, k=3, filter={"format": "docx"}).invoke(query)
+    assert none == []
+
+
+def test_score_threshold_and_k_per_call(examples: Index) -> None:
+    retriever = RagidxRetriever(index=examples, k=10)
+    query = "Who discovered the meaning of the bee waggle dance?"
+    everything = retriever.invoke(query)
+    assert len(everything) == 10 and len(retriever.invoke(query, k=2)) == 2
+    cut = everything[0].metadata["score"] - 0.05
+    kept = retriever.invoke(query, score_threshold=cut)
+    assert kept == [d for d in everything if d.metadata["score"] >= cut]
+    assert [d.id for d in kept] == ["honeybees.html"]
+
+
+async def test_ainvoke_takes_the_same_options(examples: Index) -> None:
+    retriever = RagidxRetriever(index=examples, k=4)
+    docs = await retriever.ainvoke("How hot should the oven be for sourdough?", k=1)
+    assert [d.id for d in docs] == ["sourdough.md"]
+    assert isinstance(docs[0], Document)
