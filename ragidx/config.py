@@ -29,12 +29,17 @@ from ragidx.longdoc import LongDocConfig
 
 
 class IngestOptions(BaseModel):
-    """Which files an ingest picks up."""
+    """Which files an ingest picks up, and how it checkpoints."""
 
     model_config = ConfigDict(extra="forbid")
 
     include: list[str] = Field(default_factory=list, description="glob patterns to keep")
     exclude: list[str] = Field(default_factory=list, description="glob patterns to drop")
+    prune: bool = Field(False, description="remove documents whose source disappeared")
+    strict: bool = Field(False, description="any skipped file fails the ingest (nothing committed)")
+    batch_tokens: int = Field(
+        1 << 17, ge=1, description="tokens embedded per checkpointed batch (a resumed ingest skips them)"
+    )
 
 
 class RagidxConfig(BaseModel):

@@ -1,16 +1,21 @@
 """Ingest: files → documents → tokens → long-document plan → vectors → index commit.
 
-:func:`ingest` is the pipeline behind ``ragidx ingest``. It opens the index (or creates it with
-the configured encoder, long-document policy and FAISS factory), reads documents, skips those whose
-content is unchanged since the last ingest (sha256), replaces changed ones, plans each document by
-the long-document policy, embeds windows from many documents together (so batches are sorted by
-length across documents), and commits once at the end: until then the index on disk is untouched.
-Every document records how it was embedded; files that cannot be read are skipped and reported.
+:func:`ingest` is the pipeline behind ``ragidx ingest``. It takes the index's writer lock, opens
+the index (or creates it with the configured encoder, long-document policy and FAISS factory) and
+removes a crashed writer's leftovers, reads documents, skips those whose content is unchanged since
+the last ingest (sha256; the embedding settings are fixed per index), replaces changed ones, plans
+each document by the long-document policy, and embeds windows from many documents together in
+batches of ``[ingest] batch_tokens`` (sorted by length across documents). Each finished batch is
+checkpointed (``ragidx.staging``), so a killed ingest resumes without embedding it again. With
+``prune``, documents whose source disappeared are removed. Everything is committed once at the
+end: until then the index on disk is untouched. Every document records how it was embedded; files
+that cannot be read are skipped and reported.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -20,16 +25,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ragidx import faults
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document, Skipped, iter_documents
 from ragidx.encoder import Encoder, Tokens
 from ragidx.errors import ConfigError, InputError
 from ragidx.index import Index
-from ragidx.longdoc import EmbedPlan, LongDocConfig, plan
+from ragidx.lock import WriterLock
+from ragidx.longdoc import EmbedPlan, plan
 from ragidx.manifest import now
+from ragidx.staging import Staging
 from ragidx.store import DocumentRecord, VectorRecord
-
-FLUSH_TOKENS = 1 << 17  # embed once this many tokens are planned (bounds memory, keeps batches full)
 
 
 class Progress(Protocol):
@@ -59,6 +65,8 @@ class IngestReport:
     added: int = 0
     updated: int = 0
     unchanged: int = 0
+    removed: int = 0
+    resumed: int = 0  # documents whose vectors came from a killed ingest's checkpoints
     skipped: list[Skipped] = field(default_factory=list)
     by_mode: Counter[str] = field(default_factory=Counter)
     tokens: int = 0
@@ -79,6 +87,8 @@ class IngestReport:
             "added": self.added,
             "updated": self.updated,
             "unchanged": self.unchanged,
+            "removed": self.removed,
+            "resumed": self.resumed,
             "skipped": [{"source": s.source, "reason": s.reason} for s in self.skipped],
             "by_mode": dict(self.by_mode),
             "tokens": self.tokens,
@@ -97,6 +107,7 @@ class _Planned:
     tokens: Tokens
     plan: EmbedPlan
     replaces: bool
+    vectors: np.ndarray | None = None  # final vectors, once embedded or taken from a checkpoint
 
 
 def ingest(
@@ -106,7 +117,12 @@ def ingest(
     *,
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Ingest files or folders into the index at ``index_dir`` (created if absent)."""
+    """Ingest files or folders into the index at ``index_dir`` (created if absent).
+
+    Holds the index's writer lock throughout; removes what a crashed writer left; reuses the
+    vectors of batches a killed ingest had checkpointed; with ``config.ingest.prune`` removes
+    documents under ``paths`` whose source disappeared; commits once at the end.
+    """
     config = config or RagidxConfig()
     progress = progress or _Silent()
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
@@ -114,59 +130,152 @@ def ingest(
         if not Path(path).exists():
             raise InputError(f"{path}: no such file or directory")
     started = time.perf_counter()
-    index = _open_or_create(Path(index_dir), config)
-    encoder = index.encoder
-    long_doc = index.manifest.long_doc  # the index's policy applies to every document in it
-    report = IngestReport(index=str(index_dir))
-    pending: list[_Planned] = []
-    seen: dict[str, str] = {}
-    planned_tokens = 0
-
-    for path in paths:
-        for item in iter_documents(path, config.ingest.include, config.ingest.exclude):
-            if isinstance(item, Skipped):
-                report.skipped.append(item)
-                progress.skipped(item)
-                continue
-            if item.doc_id in seen:
-                dup = Skipped(
-                    item.source, f"duplicate document id {item.doc_id!r} (first from {seen[item.doc_id]})"
-                )
-                report.skipped.append(dup)
-                progress.skipped(dup)
-                continue
-            seen[item.doc_id] = item.source
-            digest = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
-            previous = index.store.sha256(item.doc_id)
-            if previous == digest:
-                report.unchanged += 1
-                continue
-            tokens = encoder.tokenize(item.text, "document")
-            if not len(tokens):
-                gone = Skipped(item.source, "no tokens after tokenization (nothing to embed)")
-                report.skipped.append(gone)
-                progress.skipped(gone)
-                continue
-            extended = encoder.content_budget(tokens, extended=True) if long_doc.policy == "extend" else None
-            doc_plan = plan(len(tokens), encoder.content_budget(tokens), long_doc, extended)
-            pending.append(_Planned(item, digest, tokens, doc_plan, replaces=previous is not None))
-            progress.planned(item, doc_plan.n_embedded)
-            planned_tokens += doc_plan.n_embedded
-            if planned_tokens >= FLUSH_TOKENS:
-                _embed(pending, index, encoder, report, progress, long_doc)
-                pending, planned_tokens = [], 0
-    _embed(pending, index, encoder, report, progress, long_doc)
-
-    if report.added + report.updated == 0 and not Index.exists(index_dir):
-        found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
-        raise InputError(
-            f"{', '.join(map(str, paths))}: no documents to ingest ({found}); supported: "
-            ".txt .md .html .htm .pdf .jsonl"
-        )
-    if report.added + report.updated:
-        index.commit()
+    directory = Path(index_dir)
+    with WriterLock(directory):
+        index = _open_or_create(directory, config)
+        index.remove_leftovers()
+        run = _Run(index, config, progress, IngestReport(index=str(index_dir)))
+        for path in paths:
+            for item in iter_documents(path, config.ingest.include, config.ingest.exclude):
+                run.take(item)
+        run.flush()
+        report = run.report
+        if config.ingest.prune:
+            run.prune(paths)
+        changed = report.added + report.updated + report.removed
+        if not changed and not Index.exists(directory):
+            found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
+            raise InputError(
+                f"{', '.join(map(str, paths))}: no documents to ingest ({found}); supported: "
+                ".txt .md .html .htm .pdf .jsonl"
+            )
+        if config.ingest.strict and report.skipped:
+            first = report.skipped[0]
+            raise InputError(
+                f"{len(report.skipped)} skipped under --strict (first: {first.source}: {first.reason}); "
+                "nothing was committed; fix or exclude them, or drop --strict (embedded batches are kept "
+                "and reused)"
+            )
+        if changed:
+            faults.point("before-commit")
+            index.commit()
+        run.staging.clear()
     report.seconds = time.perf_counter() - started
     return report
+
+
+class _Run:
+    """One ingest's state: documents planned but not yet embedded, ids seen, checkpoints."""
+
+    def __init__(self, index: Index, config: RagidxConfig, progress: Progress, report: IngestReport):
+        self.index = index
+        self.encoder = index.encoder
+        self.long_doc = index.manifest.long_doc  # the index's policy applies to every document in it
+        self.batch_tokens = config.ingest.batch_tokens
+        self.progress = progress
+        self.report = report
+        manifest = index.manifest
+        self.staging = Staging(index.directory, manifest.embedding_fingerprint(), manifest.encoder.dim)
+        self.checkpointed = self.staging.load()
+        self.pending: list[_Planned] = []
+        self.planned_tokens = 0
+        self.seen: dict[str, str] = {}
+        self.skipped_sources: set[str] = set()
+
+    def take(self, item: Document | Skipped) -> None:
+        """Plan one document (or record one skipped file); embed when a batch is full."""
+        if isinstance(item, Skipped):
+            self.skip(item)
+            return
+        if item.doc_id in self.seen:
+            first = self.seen[item.doc_id]
+            self.skip(Skipped(item.source, f"duplicate document id {item.doc_id!r} (first from {first})"))
+            return
+        self.seen[item.doc_id] = item.source
+        digest = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
+        previous = self.index.store.sha256(item.doc_id)
+        if previous == digest:
+            self.report.unchanged += 1
+            return
+        tokens = self.encoder.tokenize(item.text, "document")
+        if not len(tokens):
+            self.skip(Skipped(item.source, "no tokens after tokenization (nothing to embed)"))
+            return
+        encoder, long_doc = self.encoder, self.long_doc
+        extended = encoder.content_budget(tokens, extended=True) if long_doc.policy == "extend" else None
+        doc_plan = plan(len(tokens), encoder.content_budget(tokens), long_doc, extended)
+        vectors = self.checkpointed.pop(digest, None)
+        if vectors is not None and len(vectors) != (1 if doc_plan.single_vector else len(doc_plan.spans)):
+            vectors = None
+        self.pending.append(_Planned(item, digest, tokens, doc_plan, previous is not None, vectors))
+        self.progress.planned(item, doc_plan.n_embedded)
+        if vectors is not None:
+            self.progress.embedded(doc_plan.n_embedded)
+            return
+        self.planned_tokens += doc_plan.n_embedded
+        if self.planned_tokens >= self.batch_tokens:
+            self.flush()
+
+    def skip(self, item: Skipped) -> None:
+        self.report.skipped.append(item)
+        self.skipped_sources.add(item.source)
+        self.progress.skipped(item)
+
+    def flush(self) -> None:
+        """Embed the pending batch, checkpoint it, and add its documents to the index."""
+        if self.pending:
+            embedded = _embed(self.pending, self.encoder, self.report, self.progress)
+            self.staging.save(embedded)
+            if embedded:
+                faults.point("after-batch")
+            for item in self.pending:
+                self.add(item)
+        self.pending, self.planned_tokens = [], 0
+
+    def add(self, item: _Planned) -> None:
+        assert item.vectors is not None
+        doc, report = item.document, self.report
+        spans = item.plan.spans if not item.plan.single_vector else [(0, item.plan.n_embedded)]
+        mode = item.plan.mode
+        record = DocumentRecord(
+            doc_id=doc.doc_id,
+            source=doc.source,
+            sha256=item.sha256,
+            title=doc.title,
+            text=doc.text,
+            n_tokens=item.plan.n_tokens,
+            n_embedded=item.plan.n_embedded,
+            embed_mode=self.long_doc.extension.label() if mode == "extend" else mode,
+            n_vectors=len(item.vectors),
+            metadata=doc.metadata,
+            ingested_at=now().isoformat(),
+        )
+        rows = [_span_record(doc.doc_id, i, s, e, item.tokens) for i, (s, e) in enumerate(spans)]
+        self.index.add(record, item.vectors, rows)
+        report.updated += item.replaces
+        report.added += not item.replaces
+        report.by_mode[record.embed_mode] += 1
+        report.tokens += item.plan.n_tokens
+        report.tokens_embedded += item.plan.n_embedded
+        report.vectors += len(item.vectors)
+
+    def prune(self, paths: Sequence[str | Path]) -> None:
+        """Remove documents from under ``paths`` that this ingest did not see (their file or
+        JSONL record is gone). Documents of a file that was skipped this time are kept."""
+        roots = [os.path.abspath(p) for p in paths]
+
+        def under(source: str) -> bool:
+            return any(source == root or source.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+        gone = {
+            row["doc_id"]
+            for row in self.index.store.summaries()
+            if row["doc_id"] not in self.seen
+            and under(row["source"])
+            and row["source"] not in self.skipped_sources
+        }
+        self.index.remove(gone)
+        self.report.removed += len(gone)
 
 
 def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
@@ -187,52 +296,29 @@ def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
 
 
 def _embed(
-    pending: list[_Planned],
-    index: Index,
-    encoder: Encoder,
-    report: IngestReport,
-    progress: Progress,
-    long_doc: LongDocConfig,
-) -> None:
-    """Embed every window of the pending documents in one length-sorted run, then add them."""
-    if not pending:
-        return
-    windows = [encoder.window(p.tokens, s, e) for p in pending for s, e in p.plan.spans]
+    pending: list[_Planned], encoder: Encoder, report: IngestReport, progress: Progress
+) -> dict[str, np.ndarray]:
+    """Embed every window of the pending documents without vectors in one length-sorted run; set
+    each one's final vectors (PCW averaged, L2-normalised) and return them by content sha256."""
+    todo = [p for p in pending if p.vectors is None]
+    report.resumed += len(pending) - len(todo)
+    if not todo:
+        return {}
+    windows = [encoder.window(p.tokens, s, e) for p in todo for s, e in p.plan.spans]
     started = time.perf_counter()
     raw = encoder.embed_windows(windows, normalize=False, on_batch=progress.embedded)
     report.embed_seconds += time.perf_counter() - started
     report.window_tokens += sum(len(w.input_ids) for w in windows)
     at = 0
-    for item in pending:
+    out: dict[str, np.ndarray] = {}
+    for item in todo:
         vectors = raw[at : at + len(item.plan.spans)]
         at += len(item.plan.spans)
-        spans = item.plan.spans
         if item.plan.single_vector:
             vectors = vectors.mean(axis=0, keepdims=True)  # pcw: mean of un-normalised chunks
-            spans = [(0, item.plan.n_embedded)]
-        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        doc = item.document
-        record = DocumentRecord(
-            doc_id=doc.doc_id,
-            source=doc.source,
-            sha256=item.sha256,
-            title=doc.title,
-            text=doc.text,
-            n_tokens=item.plan.n_tokens,
-            n_embedded=item.plan.n_embedded,
-            embed_mode=long_doc.extension.label() if item.plan.mode == "extend" else item.plan.mode,
-            n_vectors=len(vectors),
-            metadata=doc.metadata,
-            ingested_at=now().isoformat(),
-        )
-        rows = [_span_record(doc.doc_id, i, s, e, item.tokens) for i, (s, e) in enumerate(spans)]
-        index.add(record, vectors, rows)
-        report.updated += item.replaces
-        report.added += not item.replaces
-        report.by_mode[record.embed_mode] += 1
-        report.tokens += item.plan.n_tokens
-        report.tokens_embedded += item.plan.n_embedded
-        report.vectors += len(vectors)
+        item.vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        out[item.sha256] = item.vectors
+    return out
 
 
 def _span_record(doc_id: str, ordinal: int, start: int, end: int, tokens: Tokens) -> VectorRecord:

@@ -19,6 +19,7 @@ from ragidx import __version__
 from ragidx.errors import RagidxError
 
 P = ParamSpec("P")
+PARTIAL_EXIT = 3  # the command did its work, but some inputs were skipped (like rsync's code 23)
 R = TypeVar("R")
 
 out = Console(soft_wrap=True)  # results (stdout)
@@ -57,6 +58,11 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
                 raise
             typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
             raise typer.Exit(exc.exit_code) from None
+        except OSError as exc:  # a disk or permission failure while writing: nothing was committed
+            if state.debug:
+                raise
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing was committed", err=True)
             raise typer.Exit(130) from None
@@ -89,4 +95,4 @@ def main() -> None:
 
 
 # Commands register themselves on import (one module each, Typer-style).
-from ragidx.cli import info, ingest, query  # noqa: E402,F401
+from ragidx.cli import delete, info, ingest, query, verify  # noqa: E402,F401

@@ -26,7 +26,7 @@ def test_ingest_prints_a_summary(tmp_path: Path, tiny_model: Path) -> None:
         app, ["ingest", str(docs), "--index", str(tmp_path / "ix"), "--model", str(tiny_model)]
     )
     assert result.exit_code == 0, result.output
-    assert "2 added, 0 updated, 0 unchanged, 0 skipped" in result.stdout
+    assert "2 added, 0 updated, 0 unchanged, 0 removed, 0 skipped" in result.stdout
     assert "1 chunk, 1 whole" in result.stdout
     assert "tokens/s" in result.stdout
 
