@@ -126,3 +126,41 @@ def test_truncate_and_max_tokens_are_recorded(tmp_path: Path, tiny_model: Path) 
     doc = Index.open(tmp_path / "ix").store.document("long.md")
     assert doc.embed_mode == "truncate" and doc.n_embedded == TINY_WINDOW - 2 < doc.n_tokens
     assert report.tokens - report.tokens_embedded == doc.n_tokens - doc.n_embedded
+
+
+def test_incremental_counts_with_prune(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    config = _config(tiny_model)
+    ingest(docs, tmp_path / "ix", config)
+    (docs / "short.txt").write_text("Changed text about lighthouses.")
+    (docs / "sub" / "page.html").unlink()
+    (docs / "corpus.jsonl").write_text('{"_id": "j1", "text": "first record"}\n')  # j2 is gone
+    (docs / "added.md").write_text("A new note.")
+    kept = ingest(docs, tmp_path / "ix", config)  # without --prune, vanished documents stay
+    assert (kept.added, kept.updated, kept.unchanged, kept.removed) == (1, 1, 2, 0)
+    assert len(Index.open(tmp_path / "ix")) == 6
+    pruned = ingest(docs, tmp_path / "ix", config.override(ingest={"prune": True}))
+    assert (pruned.added, pruned.updated, pruned.unchanged, pruned.removed) == (0, 0, 4, 2)
+    index = Index.open(tmp_path / "ix")
+    assert sorted(index.store.doc_ids()) == ["added.md", "j1", "long.md", "short.txt"]
+    assert index.vectors.ntotal == index.store.n_vectors and index.manifest.generation == 3
+
+
+def test_prune_keeps_other_folders_and_files_skipped_this_time(tmp_path: Path, tiny_model: Path) -> None:
+    docs, other = _docs(tmp_path / "docs"), _docs(tmp_path / "other")
+    config = _config(tiny_model).override(ingest={"prune": True})
+    ingest([docs, other], tmp_path / "ix", config)
+    (docs / "short.txt").write_bytes(b"\x00now binary")
+    report = ingest(docs, tmp_path / "ix", config)
+    assert report.removed == 0 and len(report.skipped) == 1  # other/ is not under docs/
+    assert "short.txt" in Index.open(tmp_path / "ix").store.doc_ids()
+
+
+def test_strict_fails_without_committing_and_keeps_the_checkpoints(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    (docs / "bad.txt").write_bytes(b"\x00\x01binary")
+    with pytest.raises(InputError, match=r"1 skipped under --strict \(first: .*bad.txt: binary"):
+        ingest(docs, tmp_path / "ix", _config(tiny_model).override(ingest={"strict": True}))
+    assert not Index.exists(tmp_path / "ix")
+    report = ingest(docs, tmp_path / "ix", _config(tiny_model))
+    assert report.added == report.resumed == 5 and len(report.skipped) == 1

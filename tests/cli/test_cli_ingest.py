@@ -110,3 +110,16 @@ def test_help_teaches(tmp_path: Path) -> None:
         assert text in result.stdout
     version = runner.invoke(app, ["--version"])
     assert version.exit_code == 0 and version.stdout.startswith("ragidx ")
+
+
+def test_prune_and_strict_flags(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    base = ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model)]
+    assert runner.invoke(app, base).exit_code == 0
+    (docs / "a.txt").unlink()
+    (docs / "bad.txt").write_bytes(b"\x00binary")
+    strict = runner.invoke(app, [*base, "--prune", "--strict"])
+    assert strict.exit_code == 1 and "under --strict" in strict.stderr and "bad.txt" in strict.stderr
+    pruned = runner.invoke(app, [*base, "--prune"])
+    assert pruned.exit_code == 3, pruned.output
+    assert "0 added, 0 updated, 1 unchanged, 1 removed, 1 skipped" in pruned.stdout
