@@ -14,7 +14,6 @@ that cannot be read are skipped and reported.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections import Counter
@@ -36,6 +35,7 @@ from ragidx.longdoc import EmbedPlan, plan
 from ragidx.manifest import now
 from ragidx.staging import Staging
 from ragidx.store import DocumentRecord, VectorRecord
+from ragidx.streaming import content_sha256, embed_streamed
 
 
 class Progress(Protocol):
@@ -68,6 +68,7 @@ class IngestReport:
     removed: int = 0
     resumed: int = 0  # documents whose vectors came from a killed ingest's checkpoints
     skipped: list[Skipped] = field(default_factory=list)
+    warnings: list[Skipped] = field(default_factory=list)  # ingested, but something was repaired
     by_mode: Counter[str] = field(default_factory=Counter)
     tokens: int = 0
     tokens_embedded: int = 0
@@ -90,6 +91,7 @@ class IngestReport:
             "removed": self.removed,
             "resumed": self.resumed,
             "skipped": [{"source": s.source, "reason": s.reason} for s in self.skipped],
+            "warnings": [{"source": w.source, "reason": w.reason} for w in self.warnings],
             "by_mode": dict(self.by_mode),
             "tokens": self.tokens,
             "tokens_embedded": self.tokens_embedded,
@@ -104,10 +106,11 @@ class IngestReport:
 class _Planned:
     document: Document
     sha256: str
-    tokens: Tokens
+    tokens: Tokens | None  # None for a streamed document (its rows are given)
     plan: EmbedPlan
     replaces: bool
     vectors: np.ndarray | None = None  # final vectors, once embedded or taken from a checkpoint
+    rows: list[VectorRecord] | None = None
 
 
 def ingest(
@@ -136,7 +139,8 @@ def ingest(
         index.remove_leftovers()
         run = _Run(index, config, progress, IngestReport(index=str(index_dir)))
         for path in paths:
-            for item in iter_documents(path, config.ingest.include, config.ingest.exclude):
+            options = config.ingest
+            for item in iter_documents(path, options.include, options.exclude, options.stream_bytes):
                 run.take(item)
         run.flush()
         report = run.report
@@ -192,10 +196,19 @@ class _Run:
             self.skip(Skipped(item.source, f"duplicate document id {item.doc_id!r} (first from {first})"))
             return
         self.seen[item.doc_id] = item.source
-        digest = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
+        digest = content_sha256(item)
         previous = self.index.store.sha256(item.doc_id)
         if previous == digest:
             self.report.unchanged += 1
+            return
+        warning = item.metadata.get("warning")
+        if warning:
+            self.report.warnings.append(Skipped(item.source, str(warning)))
+            warned = getattr(self.progress, "warned", None)  # optional in Progress implementations
+            if warned is not None:
+                warned(self.report.warnings[-1])
+        if item.stream is not None:
+            self.take_streamed(item, digest, previous is not None)
             return
         tokens = self.encoder.tokenize(item.text, "document")
         if not len(tokens):
@@ -215,6 +228,34 @@ class _Run:
         self.planned_tokens += doc_plan.n_embedded
         if self.planned_tokens >= self.batch_tokens:
             self.flush()
+
+    def take_streamed(self, item: Document, digest: str, replaces: bool) -> None:
+        """Embed a streamed document on its own (bounded memory, see ``ragidx.streaming``)."""
+        self.flush()  # keep documents in reading order (vector ids as in any other run)
+        vectors = self.checkpointed.pop(digest, None)
+        try:
+            done = embed_streamed(
+                item,
+                self.encoder,
+                self.long_doc,
+                self.batch_tokens,
+                embed=vectors is None,
+                on_batch=self.progress.embedded,
+            )
+        except ValueError as exc:
+            self.skip(Skipped(item.source, str(exc).removeprefix(f"{item.source}: ")))
+            return
+        if vectors is None or len(vectors) != len(done.rows):
+            vectors = done.vectors
+            self.staging.save({digest: vectors})
+            faults.point("after-batch")
+        else:
+            self.report.resumed += 1
+        self.report.embed_seconds += done.seconds
+        self.report.window_tokens += done.window_tokens
+        self.progress.planned(item, done.plan.n_embedded)
+        rows = [VectorRecord(-1, item.doc_id, i, *row) for i, row in enumerate(done.rows)]
+        self.add(_Planned(item, digest, None, done.plan, replaces, vectors, rows))
 
     def skip(self, item: Skipped) -> None:
         self.report.skipped.append(item)
@@ -250,7 +291,7 @@ class _Run:
             metadata=doc.metadata,
             ingested_at=now().isoformat(),
         )
-        rows = [_span_record(doc.doc_id, i, s, e, item.tokens) for i, (s, e) in enumerate(spans)]
+        rows = item.rows or [_span_record(doc.doc_id, i, s, e, item.tokens) for i, (s, e) in enumerate(spans)]
         self.index.add(record, item.vectors, rows)
         report.updated += item.replaces
         report.added += not item.replaces
@@ -304,7 +345,7 @@ def _embed(
     report.resumed += len(pending) - len(todo)
     if not todo:
         return {}
-    windows = [encoder.window(p.tokens, s, e) for p in todo for s, e in p.plan.spans]
+    windows = [encoder.window(p.tokens, s, e) for p in todo if p.tokens for s, e in p.plan.spans]
     started = time.perf_counter()
     raw = encoder.embed_windows(windows, normalize=False, on_batch=progress.embedded)
     report.embed_seconds += time.perf_counter() - started
@@ -321,8 +362,8 @@ def _embed(
     return out
 
 
-def _span_record(doc_id: str, ordinal: int, start: int, end: int, tokens: Tokens) -> VectorRecord:
-    if tokens.offsets is None:
+def _span_record(doc_id: str, ordinal: int, start: int, end: int, tokens: Tokens | None) -> VectorRecord:
+    if tokens is None or tokens.offsets is None:
         char_start = char_end = -1
     else:
         char_start, char_end = tokens.offsets[start][0], tokens.offsets[end - 1][1]
