@@ -39,7 +39,8 @@ from ragidx.streaming import content_sha256, embed_streamed
 
 
 class Progress(Protocol):
-    """What ingest reports while it runs (the CLI draws it with rich)."""
+    """What ingest reports while it runs (the CLI draws it with rich). An implementation may also
+    have ``warned(item: Skipped)``: a document was ingested, but something in it was repaired."""
 
     def planned(self, document: Document, n_tokens: int) -> None: ...
     def embedded(self, n_tokens: int) -> None: ...

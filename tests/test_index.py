@@ -87,3 +87,22 @@ def test_other_model_is_refused(built: Path, tiny_other_model: Path, tiny_st_mod
 def test_create_refuses_an_existing_index(built: Path, tiny_encoder: Encoder) -> None:
     with pytest.raises(IndexFormatError, match="already holds an index"):
         Index.create(built, tiny_encoder)
+
+
+def test_an_index_loads_and_searches_with_pickle_disabled(
+    built: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _pickle
+    import pickle
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("pickle was used")
+
+    for module in (pickle, _pickle):
+        for name in ("load", "loads", "Unpickler"):
+            monkeypatch.setattr(module, name, refuse)
+    index = Index.open(built, encoder_config=EncoderConfig(device="cpu"))
+    assert index.search("alpha river stone", k=1)[0].doc_id == "d0.txt"
+    from ragidx.integrity import verify
+
+    assert verify(built).ok

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ragidx.config import RagidxConfig
-from ragidx.errors import ConfigError, InputError
+from ragidx.errors import ConfigError, InputError, ModelError
 from ragidx.index import Index
 from ragidx.ingestion import ingest
 from tests.conftest import TINY_WINDOW, long_text
@@ -164,3 +165,42 @@ def test_strict_fails_without_committing_and_keeps_the_checkpoints(tmp_path: Pat
     assert not Index.exists(tmp_path / "ix")
     report = ingest(docs, tmp_path / "ix", _config(tiny_model))
     assert report.added == report.resumed == 5 and len(report.skipped) == 1
+
+
+def test_jsonl_ids_never_become_paths(tmp_path: Path, tiny_model: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    hostile_ids = ["../../escape.txt", "/etc/passwd", "..", "a/../../../b", "C:\\\\windows", "\u0000nul"]
+    lines = [f'{{"_id": {json.dumps(i)}, "text": "record {n}"}}' for n, i in enumerate(hostile_ids)]
+    (docs / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    before = {p for p in tmp_path.rglob("*")}
+    report = ingest(docs, tmp_path / "deep" / "ix", _config(tiny_model))
+    assert report.added == len(hostile_ids)
+    created = {p for p in tmp_path.rglob("*")} - before
+    assert all(p == tmp_path / "deep" or (tmp_path / "deep" / "ix") in (p, *p.parents) for p in created)
+    names = sorted(p.name for p in (tmp_path / "deep" / "ix").iterdir())
+    assert names == [
+        "chunks-000001.parquet",
+        "documents-000001.parquet",
+        "manifest.json",
+        "vectors-000001.faiss",
+    ]
+    assert sorted(Index.open(tmp_path / "deep" / "ix").store.doc_ids()) == sorted(hostile_ids)
+
+
+def test_remote_code_is_never_run_without_the_flag(tmp_path: Path, tiny_model: Path) -> None:
+    import shutil
+
+    model = tmp_path / "custom-model"
+    shutil.copytree(tiny_model, model)
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel"}
+    config["model_type"] = "evil-bert"
+    (model / "config.json").write_text(json.dumps(config))
+    marker = tmp_path / "ran"
+    (model / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("text")
+    with pytest.raises(ModelError, match="--trust-remote-code"):
+        ingest(tmp_path / "docs", tmp_path / "ix", _config(model))
+    assert not marker.exists() and not (tmp_path / "ix").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 from typing import Annotated, ParamSpec, TypeVar
 
@@ -68,6 +69,11 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters (a newline in a file name…) escaped: warnings stay one line."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], text)
 
 
 def _version(value: bool) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, out
+from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, one_line, out
 from ragidx.cli.options import DEFAULT_INDEX, Json
 from ragidx.deletion import delete
 
@@ -42,8 +42,9 @@ def delete_command(
         verb = "would remove" if dry_run else "removed"
         out.print(f"{verb} {len(report.removed)} documents from {index}", highlight=False)
         for doc_id in report.removed:
-            out.print(f"  {doc_id}", highlight=False, markup=False)
+            out.print(f"  {one_line(doc_id)}", highlight=False, markup=False)
     for doc_id in report.not_found:
-        err.print(f"warning: {index}: no document with id {doc_id!r}", highlight=False, markup=False)
+        line = one_line(f"warning: {index}: no document with id {doc_id!r}")
+        err.print(line, highlight=False, markup=False)
     if report.not_found:
         raise typer.Exit(PARTIAL_EXIT)

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
-from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, out
+from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, one_line, out
 from ragidx.cli.options import DEFAULT_INDEX, ConfigFile, Device, IndexDir, Json
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document, Skipped
@@ -38,7 +39,12 @@ class _Progress:
         self.bar.update(self.tokens, advance=n_tokens)
 
     def skipped(self, item: Skipped) -> None:
-        self.bar.console.print(f"[yellow]warning:[/] {item.source}: {item.reason}", highlight=False)
+        line = one_line(f"{item.source}: skipped: {item.reason}")
+        self.bar.console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+
+    def warned(self, item: Skipped) -> None:
+        line = one_line(f"{item.source}: {item.reason}")
+        self.bar.console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
 
 
 @app.command("ingest")

@@ -123,3 +123,30 @@ def test_prune_and_strict_flags(tmp_path: Path, tiny_model: Path) -> None:
     pruned = runner.invoke(app, [*base, "--prune"])
     assert pruned.exit_code == 3, pruned.output
     assert "0 added, 0 updated, 1 unchanged, 1 removed, 1 skipped" in pruned.stdout
+
+
+def test_hostile_folder_warns_once_per_file_and_ingests_the_rest(
+    tmp_path: Path, tiny_model: Path, monkeypatch
+) -> None:
+    from ragidx import documents
+    from ragidx.index import Index
+    from tests.hostile import hostile_folder
+
+    monkeypatch.setattr(documents, "PDF_PAGE_CONTENT_LIMIT", 1 << 20)
+    expected = hostile_folder(tmp_path / "docs")
+    args = ["ingest", str(tmp_path / "docs"), "-i", str(tmp_path / "ix"), "-m", str(tiny_model)]
+    strict = runner.invoke(app, [*args, "--strict"])
+    assert strict.exit_code == 1 and "under --strict" in strict.stderr
+    assert not (tmp_path / "ix" / "manifest.json").exists()
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == len(result.stderr.splitlines())  # every line is a whole warning
+    for name, outcome in expected.items():
+        if outcome != "ok":
+            _kind, _, text = outcome.partition(":")
+            assert any(name in w and text in w for w in warnings), (name, warnings)
+    assert sum("corpus.jsonl:" in w for w in warnings) == 3  # bad JSON, duplicate id, missing id
+    ingested = Index.open(tmp_path / "ix").store.doc_ids()
+    good = [name for name, outcome in expected.items() if outcome == "ok" and name != "corpus.jsonl"]
+    assert sorted(ingested) == sorted([*good, "mixed.txt", "j1"])
