@@ -35,7 +35,7 @@ from ragidx.longdoc import EmbedPlan, plan
 from ragidx.manifest import now
 from ragidx.staging import Staging
 from ragidx.store import DocumentRecord, VectorRecord
-from ragidx.streaming import content_sha256, embed_streamed
+from ragidx.streaming import StreamedEmbedding, content_sha256, embed_streamed
 
 
 class Progress(Protocol):
@@ -235,18 +235,13 @@ class _Run:
         self.flush()  # keep documents in reading order (vector ids as in any other run)
         vectors = self.checkpointed.pop(digest, None)
         try:
-            done = embed_streamed(
-                item,
-                self.encoder,
-                self.long_doc,
-                self.batch_tokens,
-                embed=vectors is None,
-                on_batch=self.progress.embedded,
-            )
+            done = self._stream(item, embed=vectors is None)
+            if vectors is not None and len(vectors) != len(done.rows):  # a checkpoint of other spans
+                vectors, done = None, self._stream(item, embed=True)
         except ValueError as exc:
             self.skip(Skipped(item.source, str(exc).removeprefix(f"{item.source}: ")))
             return
-        if vectors is None or len(vectors) != len(done.rows):
+        if vectors is None:
             vectors = done.vectors
             self.staging.save({digest: vectors})
             faults.point("after-batch")
@@ -257,6 +252,11 @@ class _Run:
         self.progress.planned(item, done.plan.n_embedded)
         rows = [VectorRecord(-1, item.doc_id, i, *row) for i, row in enumerate(done.rows)]
         self.add(_Planned(item, digest, None, done.plan, replaces, vectors, rows))
+
+    def _stream(self, item: Document, embed: bool) -> StreamedEmbedding:
+        return embed_streamed(
+            item, self.encoder, self.long_doc, self.batch_tokens, embed=embed, on_batch=self.progress.embedded
+        )
 
     def skip(self, item: Skipped) -> None:
         self.report.skipped.append(item)

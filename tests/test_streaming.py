@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ragidx import documents
+from ragidx.errors import InputError
 from ragidx.index import Index
 from ragidx.ingestion import ingest
 from tests.conftest import long_text, tiny_config
@@ -56,3 +57,21 @@ def test_streamed_file_embeds_like_the_whole_text(
         docs, tmp_path / "streamed", tiny_config(tiny_model, long_doc, stream_bytes=5000, batch_tokens=300)
     )
     assert again.unchanged == 2 and again.added == 0
+
+
+def test_streamed_document_is_checkpointed_and_reused(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "big.txt").write_text(long_text(2000, seed=4))
+    (docs / "bad.txt").write_bytes(b"\x00binary")
+    monkeypatch.setattr(documents, "STREAM_BLOCK", 1000)
+    config = tiny_config(tiny_model, {"policy": "pcw"}, stream_bytes=2000)
+    with pytest.raises(InputError, match="strict"):
+        ingest(docs, tmp_path / "ix", config.override(ingest={"strict": True}))
+    report = ingest(docs, tmp_path / "ix", config)
+    assert report.resumed == 1 and report.window_tokens == 0 and report.by_mode == {"pcw": 1}
+    fresh = ingest(docs, tmp_path / "fresh", config)
+    assert fresh.resumed == 0 and fresh.window_tokens > 0
+    np.testing.assert_allclose(_vectors(tmp_path / "ix")[2], _vectors(tmp_path / "fresh")[2], atol=1e-6)

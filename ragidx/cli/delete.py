@@ -17,9 +17,7 @@ from ragidx.deletion import delete
 @handle_errors
 def delete_command(
     index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
-    ids: Annotated[
-        list[str] | None, typer.Option("--id", help="Document id to remove (repeatable).")
-    ] = None,
+    ids: Annotated[list[str] | None, typer.Option("--id", help="Document id to remove (repeatable).")] = None,
     sources: Annotated[
         list[str] | None,
         typer.Option(
