@@ -26,14 +26,18 @@ _EXPORTS = {
     "RagidxConfig": "ragidx.config",
     "SearchResult": "ragidx.retriever",
     "ingest": "ragidx.ingestion",
+    "delete": "ragidx.deletion",
+    "verify": "ragidx.integrity",
 }
 __all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:
     from ragidx.config import RagidxConfig
+    from ragidx.deletion import delete
     from ragidx.encoder import Encoder, EncoderConfig
     from ragidx.index import Index
     from ragidx.ingestion import IngestReport, ingest
+    from ragidx.integrity import verify
     from ragidx.retriever import SearchResult
 
 

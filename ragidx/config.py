@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ragidx.documents import STREAM_BYTES
 from ragidx.encoder import EncoderConfig
 from ragidx.errors import ConfigError, describe_validation
 from ragidx.faiss_index import FaissConfig
@@ -29,12 +30,20 @@ from ragidx.longdoc import LongDocConfig
 
 
 class IngestOptions(BaseModel):
-    """Which files an ingest picks up."""
+    """Which files an ingest picks up, and how it checkpoints."""
 
     model_config = ConfigDict(extra="forbid")
 
     include: list[str] = Field(default_factory=list, description="glob patterns to keep")
     exclude: list[str] = Field(default_factory=list, description="glob patterns to drop")
+    prune: bool = Field(False, description="remove documents whose source disappeared")
+    strict: bool = Field(False, description="any skipped file fails the ingest (nothing committed)")
+    stream_bytes: int = Field(
+        STREAM_BYTES, ge=1, description="text files larger than this are streamed (bounded memory)"
+    )
+    batch_tokens: int = Field(
+        1 << 17, ge=1, description="tokens embedded per checkpointed batch (a resumed ingest skips them)"
+    )
 
 
 class RagidxConfig(BaseModel):

@@ -4,15 +4,24 @@ This is the first stage of the pipeline (load -> tokenize -> encode -> pool -> i
 It walks a file or folder, detects text encodings, extracts text from plain text, Markdown, HTML,
 PDF and BEIR-style JSONL corpora, and reports every file (or JSONL line) it could not use as a
 :class:`Skipped` entry with a one-line reason instead of raising.
+
+Hostile input is bounded: text files larger than ``stream_bytes`` are not read into memory but
+*streamed* (the :class:`Document` holds the first characters; :meth:`Document.pieces` yields the
+whole text block by block); large HTML is parsed by an event-driven lxml parser that builds no tree;
+a PDF page whose drawing instructions expand beyond a limit (a decompression bomb) is refused;
+mostly-UTF-8 files with a few invalid bytes are read with U+FFFD replacements and a warning;
+symbolic-link loops are named as such; file names that are not valid UTF-8 are kept readable
+(undecodable bytes as ``\\xNN``).
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -21,6 +30,7 @@ from typing import Any
 import charset_normalizer
 import pypdf
 from bs4 import BeautifulSoup
+from lxml import etree
 
 from ragidx.errors import InputError
 
@@ -78,6 +88,39 @@ _WINDOWS_1252_LABELS = frozenset(
 )
 _TIE_PREFERENCE = "cp1252"
 _REASON_MAX = 160
+STREAM_BYTES = 32 << 20  # text files larger than this are streamed, HTML parsed without a tree
+STREAM_BLOCK = 1 << 20  # bytes read at a time from a streamed file
+HEAD_CHARS = 65536  # characters of a streamed file kept in Document.text (titles, snippets)
+PDF_PAGE_CONTENT_LIMIT = 16 << 20  # decompressed drawing instructions per PDF page
+_BLOCK_TAGS = frozenset(
+    [
+        "p",
+        "div",
+        "br",
+        "li",
+        "ul",
+        "ol",
+        "tr",
+        "td",
+        "th",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "section",
+        "article",
+        "header",
+        "footer",
+        "pre",
+        "blockquote",
+        "table",
+        "dt",
+        "dd",
+        "hr",
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -86,7 +129,8 @@ class Document:
 
     ``doc_id`` is the path relative to the ingest root in POSIX form (a file given directly: its
     file name; a JSONL record: its ``_id``/``id``). ``source`` is the file's absolute path.
-    ``metadata`` holds JSON-serialisable values only.
+    ``metadata`` holds JSON-serialisable values only; ``metadata["warning"]``, when present, says
+    what was repaired (e.g. invalid bytes replaced). Streamed files have ``metadata["streamed"]``.
     """
 
     doc_id: str
@@ -94,6 +138,15 @@ class Document:
     source: str
     title: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # A streamed file: ``text`` is its first HEAD_CHARS characters and this yields all of it.
+    stream: Callable[[], Iterator[str]] | None = field(default=None, repr=False, compare=False)
+
+    def pieces(self) -> Iterator[str]:
+        """The whole text, in order: ``text`` itself, or a streamed file's decoded blocks."""
+        if self.stream is None:
+            yield self.text
+        else:
+            yield from self.stream()
 
 
 @dataclass(frozen=True)
@@ -109,7 +162,10 @@ class Skipped:
 
 
 def iter_documents(
-    path: str | Path, include: Sequence[str] = (), exclude: Sequence[str] = ()
+    path: str | Path,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    stream_bytes: int = STREAM_BYTES,
 ) -> Iterator[Document | Skipped]:
     """Yield the documents under ``path`` (a file or a folder), and a :class:`Skipped` per failure.
 
@@ -117,7 +173,8 @@ def iter_documents(
     symlinked directories are not entered; only files with a suffix in :data:`SUPPORTED_SUFFIXES`
     are read. ``include``/``exclude`` are :mod:`fnmatch` patterns tested against both the relative
     POSIX path and the file name; filtered files are dropped silently. A folder whose relative path
-    or name matches an ``exclude`` pattern is not entered.
+    or name matches an ``exclude`` pattern is not entered. Text files above ``stream_bytes`` are
+    streamed (see the module docstring).
 
     Raises :class:`InputError` at call time when ``path`` does not exist.
     """
@@ -127,12 +184,12 @@ def iter_documents(
     include = tuple(include)
     exclude = tuple(exclude)
     if root.is_dir():
-        return _walk_dir(root, include, exclude)
-    return _single_file(root, include, exclude)
+        return _walk_dir(root, include, exclude, stream_bytes)
+    return _single_file(root, include, exclude, stream_bytes)
 
 
 def _single_file(
-    file: Path, include: tuple[str, ...], exclude: tuple[str, ...]
+    file: Path, include: tuple[str, ...], exclude: tuple[str, ...], stream_bytes: int
 ) -> Iterator[Document | Skipped]:
     name = file.name
     if not _selected(name, name, include, exclude):
@@ -140,10 +197,12 @@ def _single_file(
     if not file.is_file():
         yield Skipped(_abs(file), "not a regular file")
         return
-    yield from _iter_file(file, name)
+    yield from _iter_file(file, _printable(name), stream_bytes)
 
 
-def _walk_dir(root: Path, include: tuple[str, ...], exclude: tuple[str, ...]) -> Iterator[Document | Skipped]:
+def _walk_dir(
+    root: Path, include: tuple[str, ...], exclude: tuple[str, ...], stream_bytes: int
+) -> Iterator[Document | Skipped]:
     def walk(folder: Path, rel_parts: tuple[str, ...]) -> Iterator[Document | Skipped]:
         try:
             with os.scandir(folder) as scan:
@@ -173,11 +232,11 @@ def _walk_dir(root: Path, include: tuple[str, ...], exclude: tuple[str, ...]) ->
             if is_link and entry_path.is_dir():
                 continue  # symlinked directory with a document-like name: never followed
             if is_link and not entry_path.exists():
-                yield Skipped(_abs(entry_path), "broken symbolic link: its target does not exist")
+                yield Skipped(_abs(entry_path), _link_problem(entry_path))
                 continue
             if not entry_path.is_file():
                 continue
-            yield from _iter_file(entry_path, rel)
+            yield from _iter_file(entry_path, _printable(rel), stream_bytes)
 
     return walk(root, ())
 
@@ -202,7 +261,7 @@ def read_file(path: Path, doc_id: str) -> list[Document] | Skipped:
     document per good record (ids come from the records, ``doc_id`` is unused). Bad JSONL lines
     are left out here; :func:`iter_documents` reports them as :class:`Skipped`.
     """
-    items = list(_iter_file(Path(path), doc_id))
+    items = list(_iter_file(Path(path), doc_id, STREAM_BYTES))
     docs = [item for item in items if isinstance(item, Document)]
     if not docs and len(items) == 1:
         only = items[0]
@@ -211,7 +270,7 @@ def read_file(path: Path, doc_id: str) -> list[Document] | Skipped:
     return docs
 
 
-def _iter_file(path: Path, doc_id: str) -> Iterator[Document | Skipped]:
+def _iter_file(path: Path, doc_id: str, stream_bytes: int) -> Iterator[Document | Skipped]:
     """Documents of one file, plus Skipped entries in file order (one for a whole-file failure)."""
     source = _abs(path)
     suffix = path.suffix.lower()
@@ -226,27 +285,82 @@ def _iter_file(path: Path, doc_id: str) -> Iterator[Document | Skipped]:
         )
         return
     try:
+        size = path.stat().st_size
+        if suffix in _TEXT_FORMATS and size > stream_bytes:
+            yield _streamed_text(path, doc_id, source, _TEXT_FORMATS[suffix], size)
+            return
         data = path.read_bytes()
     except OSError as exc:
         yield Skipped(source, f"cannot read file: {_os_reason(exc)}")
         return
     declared = _html_declared_charset(data) if suffix in _HTML_SUFFIXES else None
     try:
-        text, encoding = decode_bytes(data, declared=declared)
+        text, encoding, warning = _decode(data, declared)
     except ValueError as exc:
         yield Skipped(source, str(exc))
         return
     del data
     if suffix == ".jsonl":
         yield from _parse_jsonl(text, source)
-    elif suffix in _HTML_SUFFIXES:
-        yield _html_document(text, doc_id, source, encoding)
+        return
+    if suffix in _HTML_SUFFIXES:
+        item = _html_document(text, doc_id, source, encoding, large=size > stream_bytes)
+    elif not text.strip():
+        item = Skipped(source, EMPTY_REASON)
     else:
-        if not text.strip():
-            yield Skipped(source, EMPTY_REASON)
-            return
         meta = {"format": _TEXT_FORMATS[suffix], "encoding": encoding}
-        yield Document(doc_id=doc_id, text=text, source=source, metadata=meta)
+        item = Document(doc_id=doc_id, text=text, source=source, metadata=meta)
+    if warning and isinstance(item, Document):
+        item.metadata["warning"] = warning
+    yield item
+
+
+def _streamed_text(path: Path, doc_id: str, source: str, kind: str, size: int) -> Document | Skipped:
+    """A text file too large to hold: its encoding is settled on the first block, then it is
+    decoded block by block whenever :meth:`Document.pieces` is read."""
+    with path.open("rb") as handle:
+        sample = handle.read(STREAM_BLOCK)
+    skip, codec = 0, "utf-8"
+    bom = next(((b, e) for b, e in _BOMS if sample.startswith(b)), None)
+    if bom is not None:
+        skip, codec = len(bom[0]), "utf-8" if bom[1] == "utf-8-sig" else bom[1]
+    else:
+        try:
+            _check_not_binary(sample[:_SNIFF_BYTES])
+            codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)
+        except ValueError as exc:
+            if not isinstance(exc, UnicodeDecodeError):
+                return Skipped(source, str(exc))
+            best = _detect(sample)
+            if best is None:
+                return Skipped(source, "unknown text encoding: convert the file to UTF-8")
+            codec = best.encoding
+
+    def stream() -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+        carry = ""
+        with path.open("rb") as handle:
+            handle.seek(skip)
+            while block := handle.read(STREAM_BLOCK):
+                text = carry + decoder.decode(block)
+                text, carry = (text[:-1], "\r") if text.endswith("\r") else (text, "")
+                yield text.replace("\r\n", "\n")
+        yield carry + decoder.decode(b"", final=True)
+
+    head: list[str] = []
+    kept = 0
+    blank = True
+    for piece in stream():
+        if kept < HEAD_CHARS:
+            head.append(piece[: HEAD_CHARS - kept])
+            kept += len(head[-1])
+        blank = blank and not piece.strip()
+        if kept >= HEAD_CHARS and not blank:
+            break
+    if blank:
+        return Skipped(source, EMPTY_REASON)
+    meta = {"format": kind, "encoding": codec, "streamed": True, "bytes": size}
+    return Document(doc_id=doc_id, text="".join(head), source=source, metadata=meta, stream=stream)
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,30 +374,50 @@ def decode_bytes(data: bytes, *, declared: str | None = None) -> tuple[str, str]
     of control bytes in the first 8 KiB raises ``ValueError("binary file ...")``); strict UTF-8;
     the ``declared`` encoding (e.g. an HTML ``<meta charset>``) if it decodes strictly;
     ``charset_normalizer`` detection. Raises ``ValueError`` when no encoding fits. The text has
-    any leading BOM removed and ``\\r\\n`` turned into ``\\n``.
+    any leading BOM removed and ``\\r\\n`` turned into ``\\n``. Text that is mostly UTF-8 with a few
+    invalid bytes (mixed encodings) decodes as UTF-8 with U+FFFD in their place.
     """
+    text, encoding, _ = _decode(data, declared)
+    return text, encoding
+
+
+def _decode(data: bytes, declared: str | None) -> tuple[str, str, str | None]:
+    """:func:`decode_bytes`, plus a warning when bytes had to be replaced."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             codec = "utf-8" if encoding == "utf-8-sig" else encoding
-            return _normalise(data[len(bom) :].decode(codec, errors="replace")), encoding
+            return _normalise(data[len(bom) :].decode(codec, errors="replace")), encoding, None
     _check_not_binary(data[:_SNIFF_BYTES])
     try:
-        return _normalise(data.decode("utf-8")), "utf-8"
+        return _normalise(data.decode("utf-8")), "utf-8", None
     except UnicodeDecodeError:
         pass
     if declared:
         codec = _lookup_codec(declared)
         if codec is not None:
             try:
-                return _normalise(data.decode(codec)), codec
+                return _normalise(data.decode(codec)), codec, None
             except UnicodeDecodeError:
                 pass
+    repaired = _mostly_utf8(data)
+    if repaired is not None:
+        text, bad = repaired
+        return _normalise(text), "utf-8", f"{bad} invalid UTF-8 byte sequences replaced with U+FFFD"
     best = _detect(data)
     if best is None:
         raise ValueError(
             "unknown text encoding: not UTF-8 and no other encoding fits; convert the file to UTF-8"
         )
-    return _normalise(str(best)), best.encoding
+    return _normalise(str(best)), best.encoding, None
+
+
+def _mostly_utf8(data: bytes) -> tuple[str, int] | None:
+    """UTF-8 with replacements, when valid multi-byte UTF-8 characters outnumber invalid bytes
+    (a UTF-8 file with a few pasted cp1252 bytes); None for text in another encoding."""
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())
+    valid = sum(1 for ch in text if ord(ch) > 0x7F) - text.count("\ufffd")
+    return (text, bad) if 0 < bad <= valid else None
 
 
 def _detect(data: bytes) -> charset_normalizer.CharsetMatch | None:
@@ -336,17 +470,13 @@ def _html_declared_charset(data: bytes) -> str | None:
 # HTML
 
 
-def _html_document(text: str, doc_id: str, source: str, encoding: str) -> Document | Skipped:
-    soup = BeautifulSoup(text, "lxml")
-    for tag in soup.find_all(_HTML_DROP_TAGS):
-        tag.decompose()
-    title_tag = soup.find("title")
-    title = " ".join(title_tag.get_text().split()) if title_tag is not None else ""
-    for tag in soup.find_all(["head", "title"]):
-        tag.decompose()
-    body = _tidy_lines(soup.get_text("\n"))
-    if title and not body.startswith(title):
-        body = f"{title}\n\n{body}" if body else title
+def _html_document(
+    text: str, doc_id: str, source: str, encoding: str, large: bool = False
+) -> Document | Skipped:
+    try:
+        title, body = _html_events(text) if large else _html_soup(text)
+    except RecursionError:
+        title, body = _html_events(text)
     if not body.strip():
         return Skipped(source, EMPTY_REASON)
     return Document(
@@ -356,6 +486,68 @@ def _html_document(text: str, doc_id: str, source: str, encoding: str) -> Docume
         title=title or None,
         metadata={"format": "html", "encoding": encoding},
     )
+
+
+def _html_soup(text: str) -> tuple[str, str]:
+    soup = BeautifulSoup(text, "lxml")
+    for tag in soup.find_all(_HTML_DROP_TAGS):
+        tag.decompose()
+    title_tag = soup.find("title")
+    title = " ".join(title_tag.get_text().split()) if title_tag is not None else ""
+    for tag in soup.find_all(["head", "title"]):
+        tag.decompose()
+    return title, _with_title(title, _tidy_lines(soup.get_text("\n")))
+
+
+class _TextEvents:
+    """lxml parser target: collects text in document order, builds no tree (bounded memory)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.title: list[str] = []
+        self.dropped = 0  # depth inside script/style/nav/…
+        self.in_title = False
+
+    def start(self, tag: str, attrib: object) -> None:
+        if tag in _HTML_DROP_TAGS or tag == "head":
+            self.dropped += 1
+        self.in_title = self.in_title or tag == "title"
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def end(self, tag: str) -> None:
+        if tag in _HTML_DROP_TAGS or tag == "head":
+            self.dropped -= 1
+        if tag == "title":
+            self.in_title = False
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def data(self, text: str) -> None:
+        if self.in_title:
+            self.title.append(text)
+        elif not self.dropped:
+            self.parts.append(text)
+
+    def close(self) -> None:
+        pass
+
+
+def _html_events(text: str) -> tuple[str, str]:
+    """Title and text of HTML too large (or too deeply nested) for a tree, fed in blocks."""
+    target = _TextEvents()
+    parser = etree.HTMLParser(target=target, recover=True, huge_tree=True)
+    for at in range(0, len(text), STREAM_BLOCK):
+        parser.feed(text[at : at + STREAM_BLOCK])
+    parser.close()
+    title = " ".join("".join(target.title).split())
+    return title, _with_title(title, _tidy_lines("".join(target.parts)))
+
+
+def _with_title(title: str, body: str) -> str:
+    if title and not body.startswith(title):
+        return f"{title}\n\n{body}" if body else title
+    return body
 
 
 def _tidy_lines(raw: str) -> str:
@@ -392,6 +584,15 @@ def _pdf_document(reader: pypdf.PdfReader, doc_id: str, source: str) -> Document
             return Skipped(source, f"encrypted PDF: cannot decrypt ({_short(exc)})")
         if not ok:
             return Skipped(source, "encrypted PDF: cannot decrypt without a password")
+    for number, page in enumerate(reader.pages, start=1):
+        contents = page.get_contents()
+        expanded = len(contents.get_data()) if contents is not None else 0
+        if expanded > PDF_PAGE_CONTENT_LIMIT:
+            return Skipped(
+                source,
+                f"PDF page {number} expands to {expanded / 2**20:.0f} MiB of drawing instructions (limit "
+                f"{PDF_PAGE_CONTENT_LIMIT >> 20} MiB): a decompression bomb or a damaged file",
+            )
     pages = [page.extract_text() or "" for page in reader.pages]
     page_starts: list[int] = []
     offset = 0
@@ -481,7 +682,25 @@ def _jsonl_record(line: str, lineno: int, source: str) -> Document | str:
 
 def _abs(path: Path) -> str:
     # abspath, not resolve(): keep the name the user sees (symlinks are not resolved).
-    return os.path.abspath(path)
+    return _printable(os.path.abspath(path))
+
+
+def _printable(name: str) -> str:
+    """A file name as valid UTF-8: bytes that did not decode (surrogate escapes) become ``\\xNN``."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _link_problem(path: Path) -> str:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop: the link points (through others) back to itself"
+    return "broken symbolic link: its target does not exist"
 
 
 def _os_reason(exc: OSError) -> str:

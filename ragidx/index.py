@@ -9,9 +9,13 @@ Layout of ``DIR``::
 
 A commit writes the next generation's files beside the current ones, fsyncs them, then switches
 ``manifest.json`` with an atomic rename and deletes the old generation: a reader opening the
-directory at any moment sees one complete generation. ``Index.open(dir).search(query, k)`` is the
-Python entry point for queries; ``ragidx.ingestion`` adds documents through ``add``/``commit``;
-``get`` and ``remove`` read and delete documents by id.
+directory at any moment sees one complete generation (a reader that read the old manifest just
+before the switch finds its files gone and reads the new one instead). Every file's size and
+sha256 are checked on open, and FAISS ids must equal the store's vector ids. Writers hold
+``ragidx.lock.WriterLock``; leftovers of a crashed writer (temp files, a generation whose manifest
+switch never happened) are removed by :meth:`Index.remove_leftovers` under that lock.
+``Index.open(dir).search(query, k)`` is the Python entry point for queries; ``ragidx.ingestion``
+adds documents through ``add``/``commit``; ``get`` and ``remove`` read and delete documents by id.
 
 An index whose vectors come from outside ragidx (a LangChain ``Embeddings`` object) records an
 :class:`~ragidx.manifest.ExternalEncoderInfo`: it has no ragidx encoder, and is searched with query
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragidx import __version__
+from ragidx import __version__, faults
 from ragidx.encoder import Encoder, EncoderConfig
 from ragidx.errors import IndexFormatError, ModelError
 from ragidx.faiss_index import FaissConfig, FaissIndex
@@ -47,7 +51,7 @@ from ragidx.store import DocumentRecord, Store, VectorRecord
 if TYPE_CHECKING:
     from ragidx.retriever import Per, SearchResult, Where
 
-_DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})\.(faiss|parquet)$")
+DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})\.(faiss|parquet)$")
 
 
 class Index:
@@ -82,19 +86,7 @@ class Index:
         """Open an existing index. The encoder is loaded on first search (from the manifest's
         model, with the run-time settings of ``encoder_config``: device, dtype, batch sizes)."""
         directory = Path(directory)
-        manifest = Manifest.read(directory)
-        data = {key: _read_checked(directory, entry) for key, entry in manifest.files.items()}
-        missing = {"faiss", "documents", "chunks"} - data.keys()
-        if missing:
-            raise IndexFormatError(f"{directory / MANIFEST_NAME}: lists no {sorted(missing)[0]} file")
-        source = str(directory)
-        vectors = FaissIndex.from_bytes(data["faiss"], manifest.faiss, source)
-        store = Store.from_bytes(data["documents"], data["chunks"], source)
-        if vectors.ntotal != store.n_vectors or vectors.dim != manifest.encoder.dim:
-            raise IndexFormatError(
-                f"{directory}: FAISS index ({vectors.ntotal} vectors of {vectors.dim}-d) does not "
-                f"match the store ({store.n_vectors} rows, {manifest.encoder.dim}-d); re-run ragidx ingest"
-            )
+        manifest, vectors, store = load_generation(directory)
         index = cls(directory, manifest, vectors, store, encoder_config=encoder_config)
         if encoder is not None:
             index.check_encoder(encoder)
@@ -302,19 +294,32 @@ class Index:
             "chunks": f"chunks-{generation:06d}.parquet",
         }
         files: dict[str, FileEntry] = {}
-        for key, payload in payloads.items():
-            write_atomic(self.directory / names[key], payload)
-            digest = hashlib.sha256(payload).hexdigest()
-            files[key] = FileEntry(name=names[key], sha256=digest, bytes=len(payload))
-        manifest = self.manifest.model_copy(deep=True)
-        manifest.generation = generation
-        manifest.files = files
-        manifest.updated = now()
-        manifest.ragidx_version = __version__
-        manifest.counts = manifest.counts.model_validate(self.store.stats())
-        manifest.write(self.directory)
+        try:
+            for key, payload in payloads.items():
+                write_atomic(self.directory / names[key], payload)
+                digest = hashlib.sha256(payload).hexdigest()
+                files[key] = FileEntry(name=names[key], sha256=digest, bytes=len(payload))
+            faults.point("mid-commit")
+            manifest = self.manifest.model_copy(deep=True)
+            manifest.generation = generation
+            manifest.files = files
+            manifest.updated = now()
+            manifest.ragidx_version = __version__
+            manifest.counts = manifest.counts.model_validate(self.store.stats())
+            manifest.write(self.directory)
+        except BaseException:
+            for name in names.values():  # the switch did not happen: the new files are garbage
+                (self.directory / name).unlink(missing_ok=True)
+            raise
         self.manifest = manifest
+        faults.point("after-commit")
         self._remove_stale_files(keep=set(names.values()))
+
+    def remove_leftovers(self) -> None:
+        """Delete what a crashed writer left: temp files and data files of generations the
+        manifest does not list. Call only while holding the writer lock."""
+        if self.directory is not None and self.directory.is_dir():
+            self._remove_stale_files(keep={entry.name for entry in self.manifest.files.values()})
 
     def info(self) -> dict[str, Any]:
         """The manifest as a plain dict (what ``ragidx info`` prints)."""
@@ -326,8 +331,9 @@ class Index:
     def _remove_stale_files(self, keep: set[str]) -> None:
         assert self.directory is not None
         for path in self.directory.iterdir():
-            stale = _DATA_FILE.match(path.name) and path.name not in keep
-            if stale or (path.name.startswith(".") and ".tmp-" in path.name):
+            stale = DATA_FILE.match(path.name) and path.name not in keep
+            temp = path.name.startswith(".") and ".tmp-" in path.name and path.is_file()
+            if stale or (temp and not path.name.startswith(".ragidx-lock")):  # lock temps: WriterLock's
                 path.unlink(missing_ok=True)
 
 
@@ -336,6 +342,42 @@ def _check_new_directory(directory: Path) -> None:
         raise IndexFormatError(f"{directory}: already holds an index; open it instead")
     if directory.exists() and not directory.is_dir():
         raise IndexFormatError(f"{directory}: exists and is not a directory")
+
+
+def load_generation(directory: Path, attempts: int = 5) -> tuple[Manifest, FaissIndex, Store]:
+    """Read the current generation: manifest, checked data files, FAISS index and store. A
+    commit that switches the manifest while this runs makes it read the new generation instead."""
+    for attempt in range(attempts):
+        manifest = Manifest.read(directory)
+        try:
+            data = {key: _read_checked(directory, entry) for key, entry in manifest.files.items()}
+            break
+        except IndexFormatError:
+            switched = Manifest.read(directory).generation != manifest.generation
+            if not switched or attempt == attempts - 1:
+                raise
+    missing = {"faiss", "documents", "chunks"} - data.keys()
+    if missing:
+        raise IndexFormatError(f"{directory / MANIFEST_NAME}: lists no {sorted(missing)[0]} file")
+    source = str(directory)
+    vectors = FaissIndex.from_bytes(data["faiss"], manifest.faiss, source)
+    store = Store.from_bytes(data["documents"], data["chunks"], source)
+    check_agreement(directory, manifest, vectors, store)
+    return manifest, vectors, store
+
+
+def check_agreement(directory: Path, manifest: Manifest, vectors: FaissIndex, store: Store) -> None:
+    """FAISS and the store must hold exactly the same vector ids, of the manifest's dimension."""
+    if vectors.ntotal != store.n_vectors or vectors.dim != manifest.encoder.dim:
+        raise IndexFormatError(
+            f"{directory}: FAISS index ({vectors.ntotal} vectors of {vectors.dim}-d) does not "
+            f"match the store ({store.n_vectors} rows, {manifest.encoder.dim}-d); re-run ragidx ingest"
+        )
+    if not np.array_equal(np.sort(vectors.ids()), np.sort(store.vids())):
+        raise IndexFormatError(
+            f"{directory}: FAISS ids differ from the store's vector ids; the index is inconsistent, "
+            "re-ingest into a new index"
+        )
 
 
 def _read_checked(directory: Path, entry: FileEntry) -> bytes:

@@ -1,19 +1,25 @@
 """Ingest: files → documents → tokens → long-document plan → vectors → index commit.
 
-:func:`ingest` is the pipeline behind ``ragidx ingest``. It opens the index (or creates it with
-the configured encoder, long-document policy and FAISS factory), reads documents, skips those whose
-content is unchanged since the last ingest (sha256), replaces changed ones, plans each document by
-the long-document policy, embeds windows from many documents together (so batches are sorted by
-length across documents), and commits once at the end: until then the index on disk is untouched.
-Every document records how it was embedded; files that cannot be read are skipped and reported.
+:func:`ingest` is the pipeline behind ``ragidx ingest``. It takes the index's writer lock, opens
+the index (or creates it with the configured encoder, long-document policy and FAISS factory) and
+removes a crashed writer's leftovers, reads documents, skips those whose content is unchanged since
+the last ingest (sha256; the embedding settings are fixed per index), replaces changed ones, plans
+each document by the long-document policy, and embeds windows from many documents together in
+batches of ``[ingest] batch_tokens`` (sorted by length across documents). Each finished batch is
+checkpointed (``ragidx.staging``), so a killed ingest resumes without embedding it again. With
+``prune``, documents whose source disappeared are removed. Everything is committed once at the
+end: until then the index on disk is untouched. Every document records how it was embedded; files
+that cannot be read are skipped and reported.
+
 :func:`add_documents` is the embedding half on its own, for documents that come from memory (the
 LangChain vector store) rather than from files; :func:`add_embedded` adds documents whose vectors
-were made outside ragidx.
+were made outside ragidx. Neither commits.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -23,20 +29,23 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ragidx import faults
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document, Skipped, iter_documents
 from ragidx.encoder import Encoder, Tokens
 from ragidx.errors import ConfigError, InputError
 from ragidx.index import Index
-from ragidx.longdoc import EmbedPlan, LongDocConfig, embed_plans, plan_tokens
+from ragidx.lock import WriterLock
+from ragidx.longdoc import EmbedPlan, embed_plans, plan_tokens
 from ragidx.manifest import now
+from ragidx.staging import Staging
 from ragidx.store import DocumentRecord, VectorRecord
-
-FLUSH_TOKENS = 1 << 17  # embed once this many tokens are planned (bounds memory, keeps batches full)
+from ragidx.streaming import StreamedEmbedding, content_sha256, embed_streamed
 
 
 class Progress(Protocol):
-    """What ingest reports while it runs (the CLI draws it with rich)."""
+    """What ingest reports while it runs (the CLI draws it with rich). An implementation may also
+    have ``warned(item: Skipped)``: a document was ingested, but something in it was repaired."""
 
     def planned(self, document: Document, n_tokens: int) -> None: ...
     def embedded(self, n_tokens: int) -> None: ...
@@ -62,7 +71,10 @@ class IngestReport:
     added: int = 0
     updated: int = 0
     unchanged: int = 0
+    removed: int = 0
+    resumed: int = 0  # documents whose vectors came from a killed ingest's checkpoints
     skipped: list[Skipped] = field(default_factory=list)
+    warnings: list[Skipped] = field(default_factory=list)  # ingested, but something was repaired
     by_mode: Counter[str] = field(default_factory=Counter)
     tokens: int = 0
     tokens_embedded: int = 0
@@ -82,7 +94,10 @@ class IngestReport:
             "added": self.added,
             "updated": self.updated,
             "unchanged": self.unchanged,
+            "removed": self.removed,
+            "resumed": self.resumed,
             "skipped": [{"source": s.source, "reason": s.reason} for s in self.skipped],
+            "warnings": [{"source": w.source, "reason": w.reason} for w in self.warnings],
             "by_mode": dict(self.by_mode),
             "tokens": self.tokens,
             "tokens_embedded": self.tokens_embedded,
@@ -97,9 +112,11 @@ class IngestReport:
 class _Planned:
     document: Document
     sha256: str
-    tokens: Tokens
+    tokens: Tokens | None  # None for a streamed document (its rows are given)
     plan: EmbedPlan
     replaces: bool
+    vectors: np.ndarray | None = None  # final vectors, once embedded or taken from a checkpoint
+    rows: list[VectorRecord] | None = None
 
 
 def ingest(
@@ -109,7 +126,12 @@ def ingest(
     *,
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Ingest files or folders into the index at ``index_dir`` (created if absent)."""
+    """Ingest files or folders into the index at ``index_dir`` (created if absent).
+
+    Holds the index's writer lock throughout; removes what a crashed writer left; reuses the
+    vectors of batches a killed ingest had checkpointed; with ``config.ingest.prune`` removes
+    documents under ``paths`` whose source disappeared; commits once at the end.
+    """
     config = config or RagidxConfig()
     progress = progress or _Silent()
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
@@ -117,22 +139,38 @@ def ingest(
         if not Path(path).exists():
             raise InputError(f"{path}: no such file or directory")
     started = time.perf_counter()
-    index = _open_or_create(Path(index_dir), config)
-    report = IngestReport(index=str(index_dir))
-    items = (
-        item
-        for path in paths
-        for item in iter_documents(path, config.ingest.include, config.ingest.exclude)
-    )
-    add_documents(index, items, report=report, progress=progress)
-    if report.added + report.updated == 0 and not Index.exists(index_dir):
-        found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
-        raise InputError(
-            f"{', '.join(map(str, paths))}: no documents to ingest ({found}); supported: "
-            ".txt .md .html .htm .pdf .jsonl"
-        )
-    if report.added + report.updated:
-        index.commit()
+    directory = Path(index_dir)
+    with WriterLock(directory):
+        index = _open_or_create(directory, config)
+        index.remove_leftovers()
+        run = _Run(index, config, progress, IngestReport(index=str(index_dir)))
+        for path in paths:
+            options = config.ingest
+            for item in iter_documents(path, options.include, options.exclude, options.stream_bytes):
+                run.take(item)
+        run.flush()
+        report = run.report
+        if config.ingest.prune:
+            run.prune(paths)
+        changed = report.added + report.updated + report.removed
+        if not changed and not Index.exists(directory):
+            found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
+            raise InputError(
+                f"{', '.join(map(str, paths))}: no documents to ingest ({found}); supported: "
+                ".txt .md .html .htm .pdf .jsonl"
+            )
+        if config.ingest.strict and report.skipped:
+            first = report.skipped[0]
+            raise InputError(
+                f"{len(report.skipped)} skipped under --strict (first: {first.source}: {first.reason}); "
+                "nothing was committed; fix or exclude them, or drop --strict (embedded batches are kept "
+                "and reused)"
+            )
+        if changed:
+            faults.point("before-commit")
+            index.commit()
+        if run.staging:
+            run.staging.clear()
     report.seconds = time.perf_counter() - started
     return report
 
@@ -145,48 +183,15 @@ def add_documents(
     progress: Progress | None = None,
 ) -> IngestReport:
     """Embed documents (from files or from memory) into ``index`` by its encoder and long-document
-    policy, without committing. A document whose text, title and metadata are unchanged is left
-    as it is; one with a known id and other content replaces it; a repeated id is skipped."""
+    policy, without committing and without checkpoints. A document whose text, title and metadata
+    are unchanged is left as it is; one with a known id and other content replaces it; a repeated
+    id is skipped."""
     report = report or IngestReport(index=index.name)
-    progress = progress or _Silent()
     started = time.perf_counter()
-    encoder = index.encoder
-    long_doc = index.manifest.long_doc  # the index's policy applies to every document in it
-    pending: list[_Planned] = []
-    seen: dict[str, str] = {}
-    planned_tokens = 0
+    run = _Run(index, RagidxConfig(), progress or _Silent(), report, checkpoints=False)
     for item in documents:
-        if isinstance(item, Skipped):
-            report.skipped.append(item)
-            progress.skipped(item)
-            continue
-        if item.doc_id in seen:
-            dup = Skipped(
-                item.source, f"duplicate document id {item.doc_id!r} (first from {seen[item.doc_id]})"
-            )
-            report.skipped.append(dup)
-            progress.skipped(dup)
-            continue
-        seen[item.doc_id] = item.source
-        digest = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
-        previous = index.store.sha256(item.doc_id)
-        if previous == digest and _same_record(index.store.document(item.doc_id), item):
-            report.unchanged += 1
-            continue
-        tokens = encoder.tokenize(item.text, "document")
-        if not len(tokens):
-            gone = Skipped(item.source, "no tokens after tokenization (nothing to embed)")
-            report.skipped.append(gone)
-            progress.skipped(gone)
-            continue
-        doc_plan = plan_tokens(encoder, tokens, long_doc)
-        pending.append(_Planned(item, digest, tokens, doc_plan, replaces=previous is not None))
-        progress.planned(item, doc_plan.n_embedded)
-        planned_tokens += doc_plan.n_embedded
-        if planned_tokens >= FLUSH_TOKENS:
-            _embed(pending, index, encoder, report, progress, long_doc)
-            pending, planned_tokens = [], 0
-    _embed(pending, index, encoder, report, progress, long_doc)
+        run.take(item)
+    run.flush()
     report.seconds += time.perf_counter() - started
     return report
 
@@ -217,6 +222,166 @@ def add_embedded(
         index.add(record, vector[None, :], [span])
 
 
+class _Run:
+    """One ingest's state: documents planned but not yet embedded, ids seen, checkpoints."""
+
+    def __init__(
+        self,
+        index: Index,
+        config: RagidxConfig,
+        progress: Progress,
+        report: IngestReport,
+        checkpoints: bool = True,
+    ):
+        self.index = index
+        self.encoder = index.encoder
+        self.long_doc = index.manifest.long_doc  # the index's policy applies to every document in it
+        self.batch_tokens = config.ingest.batch_tokens
+        self.progress = progress
+        self.report = report
+        manifest = index.manifest
+        self.staging = None
+        if checkpoints and index.directory is not None:
+            self.staging = Staging(index.directory, manifest.embedding_fingerprint(), manifest.encoder.dim)
+        self.checkpointed = self.staging.load() if self.staging else {}
+        self.pending: list[_Planned] = []
+        self.planned_tokens = 0
+        self.seen: dict[str, str] = {}
+        self.skipped_sources: set[str] = set()
+
+    def take(self, item: Document | Skipped) -> None:
+        """Plan one document (or record one skipped file); embed when a batch is full."""
+        if isinstance(item, Skipped):
+            self.skip(item)
+            return
+        if item.doc_id in self.seen:
+            first = self.seen[item.doc_id]
+            self.skip(Skipped(item.source, f"duplicate document id {item.doc_id!r} (first from {first})"))
+            return
+        self.seen[item.doc_id] = item.source
+        digest = content_sha256(item)
+        previous = self.index.store.sha256(item.doc_id)
+        if previous == digest and _same_record(self.index.store.document(item.doc_id), item):
+            self.report.unchanged += 1
+            return
+        warning = item.metadata.get("warning")
+        if warning:
+            self.report.warnings.append(Skipped(item.source, str(warning)))
+            warned = getattr(self.progress, "warned", None)  # optional in Progress implementations
+            if warned is not None:
+                warned(self.report.warnings[-1])
+        if item.stream is not None:
+            self.take_streamed(item, digest, previous is not None)
+            return
+        tokens = self.encoder.tokenize(item.text, "document")
+        if not len(tokens):
+            self.skip(Skipped(item.source, "no tokens after tokenization (nothing to embed)"))
+            return
+        doc_plan = plan_tokens(self.encoder, tokens, self.long_doc)
+        vectors = self.checkpointed.pop(digest, None)
+        if vectors is not None and len(vectors) != (1 if doc_plan.single_vector else len(doc_plan.spans)):
+            vectors = None
+        self.pending.append(_Planned(item, digest, tokens, doc_plan, previous is not None, vectors))
+        self.progress.planned(item, doc_plan.n_embedded)
+        if vectors is not None:
+            self.progress.embedded(doc_plan.n_embedded)
+            return
+        self.planned_tokens += doc_plan.n_embedded
+        if self.planned_tokens >= self.batch_tokens:
+            self.flush()
+
+    def take_streamed(self, item: Document, digest: str, replaces: bool) -> None:
+        """Embed a streamed document on its own (bounded memory, see ``ragidx.streaming``)."""
+        self.flush()  # keep documents in reading order (vector ids as in any other run)
+        vectors = self.checkpointed.pop(digest, None)
+        try:
+            done = self._stream(item, embed=vectors is None)
+            if vectors is not None and len(vectors) != len(done.rows):  # a checkpoint of other spans
+                vectors, done = None, self._stream(item, embed=True)
+        except ValueError as exc:
+            self.skip(Skipped(item.source, str(exc).removeprefix(f"{item.source}: ")))
+            return
+        if vectors is None:
+            vectors = done.vectors
+            if self.staging:
+                self.staging.save({digest: vectors})
+            faults.point("after-batch")
+        else:
+            self.report.resumed += 1
+        self.report.embed_seconds += done.seconds
+        self.report.window_tokens += done.window_tokens
+        self.progress.planned(item, done.plan.n_embedded)
+        rows = [VectorRecord(-1, item.doc_id, i, *row) for i, row in enumerate(done.rows)]
+        self.add(_Planned(item, digest, None, done.plan, replaces, vectors, rows))
+
+    def _stream(self, item: Document, embed: bool) -> StreamedEmbedding:
+        return embed_streamed(
+            item, self.encoder, self.long_doc, self.batch_tokens, embed=embed, on_batch=self.progress.embedded
+        )
+
+    def skip(self, item: Skipped) -> None:
+        self.report.skipped.append(item)
+        self.skipped_sources.add(item.source)
+        self.progress.skipped(item)
+
+    def flush(self) -> None:
+        """Embed the pending batch, checkpoint it, and add its documents to the index."""
+        if self.pending:
+            embedded = _embed(self.pending, self.encoder, self.report, self.progress)
+            if self.staging:
+                self.staging.save(embedded)
+            if embedded:
+                faults.point("after-batch")
+            for item in self.pending:
+                self.add(item)
+        self.pending, self.planned_tokens = [], 0
+
+    def add(self, item: _Planned) -> None:
+        assert item.vectors is not None
+        doc, report = item.document, self.report
+        spans = item.plan.spans if not item.plan.single_vector else [(0, item.plan.n_embedded)]
+        mode = item.plan.mode
+        record = DocumentRecord(
+            doc_id=doc.doc_id,
+            source=doc.source,
+            sha256=item.sha256,
+            title=doc.title,
+            text=doc.text,
+            n_tokens=item.plan.n_tokens,
+            n_embedded=item.plan.n_embedded,
+            embed_mode=self.long_doc.extension.label() if mode == "extend" else mode,
+            n_vectors=len(item.vectors),
+            metadata=doc.metadata,
+            ingested_at=now().isoformat(),
+        )
+        rows = item.rows or [_span_record(doc.doc_id, i, s, e, item.tokens) for i, (s, e) in enumerate(spans)]
+        self.index.add(record, item.vectors, rows)
+        report.updated += item.replaces
+        report.added += not item.replaces
+        report.by_mode[record.embed_mode] += 1
+        report.tokens += item.plan.n_tokens
+        report.tokens_embedded += item.plan.n_embedded
+        report.vectors += len(item.vectors)
+
+    def prune(self, paths: Sequence[str | Path]) -> None:
+        """Remove documents from under ``paths`` that this ingest did not see (their file or
+        JSONL record is gone). Documents of a file that was skipped this time are kept."""
+        roots = [os.path.abspath(p) for p in paths]
+
+        def under(source: str) -> bool:
+            return any(source == root or source.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+        gone = {
+            row["doc_id"]
+            for row in self.index.store.summaries()
+            if row["doc_id"] not in self.seen
+            and under(row["source"])
+            and row["source"] not in self.skipped_sources
+        }
+        self.index.remove(gone)
+        self.report.removed += len(gone)
+
+
 def _same_record(stored: DocumentRecord, document: Document) -> bool:
     return stored.title == document.title and stored.metadata == document.metadata
 
@@ -239,16 +404,15 @@ def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
 
 
 def _embed(
-    pending: list[_Planned],
-    index: Index,
-    encoder: Encoder,
-    report: IngestReport,
-    progress: Progress,
-    long_doc: LongDocConfig,
-) -> None:
-    """Embed every window of the pending documents in one length-sorted run, then add them."""
-    if not pending:
-        return
+    pending: list[_Planned], encoder: Encoder, report: IngestReport, progress: Progress
+) -> dict[str, np.ndarray]:
+    """Embed every window of the pending documents without vectors in one length-sorted run; set
+    each one's final vectors (PCW averaged, L2-normalised) and return them by content sha256."""
+    todo = [p for p in pending if p.vectors is None]
+    report.resumed += len(pending) - len(todo)
+    if not todo:
+        return {}
+    started = time.perf_counter()
     window_tokens = 0
 
     def on_batch(n_tokens: int) -> None:
@@ -256,38 +420,17 @@ def _embed(
         window_tokens += n_tokens
         progress.embedded(n_tokens)
 
-    started = time.perf_counter()
-    embedded = embed_plans(encoder, [(p.tokens, p.plan) for p in pending], on_batch)
+    embedded = embed_plans(encoder, [(p.tokens, p.plan) for p in todo if p.tokens is not None], on_batch)
     report.embed_seconds += time.perf_counter() - started
     report.window_tokens += window_tokens
-    for item, vectors in zip(pending, embedded, strict=True):
-        spans = [(0, item.plan.n_embedded)] if item.plan.single_vector else item.plan.spans
-        doc = item.document
-        record = DocumentRecord(
-            doc_id=doc.doc_id,
-            source=doc.source,
-            sha256=item.sha256,
-            title=doc.title,
-            text=doc.text,
-            n_tokens=item.plan.n_tokens,
-            n_embedded=item.plan.n_embedded,
-            embed_mode=long_doc.extension.label() if item.plan.mode == "extend" else item.plan.mode,
-            n_vectors=len(vectors),
-            metadata=doc.metadata,
-            ingested_at=now().isoformat(),
-        )
-        rows = [_span_record(doc.doc_id, i, s, e, item.tokens) for i, (s, e) in enumerate(spans)]
-        index.add(record, vectors, rows)
-        report.updated += item.replaces
-        report.added += not item.replaces
-        report.by_mode[record.embed_mode] += 1
-        report.tokens += item.plan.n_tokens
-        report.tokens_embedded += item.plan.n_embedded
-        report.vectors += len(vectors)
+    out: dict[str, np.ndarray] = {}
+    for item, vectors in zip(todo, embedded, strict=True):
+        item.vectors = out[item.sha256] = vectors
+    return out
 
 
-def _span_record(doc_id: str, ordinal: int, start: int, end: int, tokens: Tokens) -> VectorRecord:
-    if tokens.offsets is None:
+def _span_record(doc_id: str, ordinal: int, start: int, end: int, tokens: Tokens | None) -> VectorRecord:
+    if tokens is None or tokens.offsets is None:
         char_start = char_end = -1
     else:
         char_start, char_end = tokens.offsets[start][0], tokens.offsets[end - 1][1]

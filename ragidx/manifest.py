@@ -10,6 +10,7 @@ rename), which is what switches readers from one complete generation to the next
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from ragidx import faults
 from ragidx.errors import IndexFormatError, describe_validation
 from ragidx.faiss_index import FaissConfig
 from ragidx.longdoc import LongDocConfig
@@ -127,6 +129,16 @@ class Manifest(BaseModel):
             detail = describe_validation(exc, hide=_ENCODER_KINDS)
             raise IndexFormatError(f"{path}: invalid manifest ({detail})") from exc
 
+    def embedding_fingerprint(self) -> str:
+        """sha256 of everything that decides a document's vectors: the encoder (weights
+        fingerprint, window, pooling, prompts, dense layers) and the long-document policy with its
+        extension. Checkpointed vectors are reused only under the same fingerprint."""
+        settings = {
+            "encoder": self.encoder.model_dump(mode="json", exclude={"name", "revision"}),
+            "long_doc": self.long_doc.model_dump(mode="json"),
+        }
+        return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
+
     def write(self, directory: Path) -> None:
         write_atomic(directory / MANIFEST_NAME, self.model_dump_json(indent=2).encode("utf-8"))
 
@@ -134,11 +146,16 @@ class Manifest(BaseModel):
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a mix."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            faults.point("write")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(path.parent)
 
 

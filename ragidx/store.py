@@ -172,6 +172,11 @@ class Store:
         self._apply()
         return self._vectors["vid"].to_numpy()
 
+    def vector_doc_ids(self) -> list[str]:
+        """The document of every vector row, in row order."""
+        self._apply()
+        return self._vectors["doc_id"].to_pylist()
+
     def doc_ids(self) -> list[str]:
         self._apply()
         return self._documents["doc_id"].to_pylist()

@@ -186,3 +186,20 @@ def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         json.dumps({"embedding_dimension": 32, "pooling_mode": "lasttoken"})
     )
     return folder
+
+
+def tiny_config(model: Path, long_doc: dict | None = None, **ingest: object):
+    """Settings for ingesting with a tiny model on the CPU (``ingest``: the ``[ingest]`` section)."""
+    from ragidx.config import RagidxConfig
+
+    return RagidxConfig().override(
+        model={"model": str(model), "device": "cpu"}, long_doc=long_doc or {}, ingest=ingest
+    )
+
+
+def write_docs(root: Path, n: int, seed: int = 0, words: int = 30) -> Path:
+    """``n`` distinct short text files ``doc-00.txt`` … under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (root / f"doc-{i:02d}.txt").write_text(f"Document {i}. " + long_text(words, seed=seed * 1000 + i))
+    return root

@@ -442,3 +442,74 @@ def test_symlinked_directory_loop_does_not_hang(tmp_path: Path) -> None:
     assert not worker.is_alive(), "walk did not finish"
     assert [d.doc_id for d in _docs(result)] == ["a.txt", "sub/b.txt"]
     assert _skips(result) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile input
+
+
+def test_hostile_files_each_get_one_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragidx import documents
+    from tests.hostile import hostile_folder
+
+    monkeypatch.setattr(documents, "PDF_PAGE_CONTENT_LIMIT", 1 << 20)
+    expected = hostile_folder(tmp_path / "docs")
+    items = list(iter_documents(tmp_path / "docs"))
+    by_name: dict[str, list[Document | Skipped]] = {}
+    for item in items:
+        source = item.source.rsplit(":", 1)[0] if ".jsonl:" in item.source else item.source
+        by_name.setdefault(Path(source).name, []).append(item)
+    assert sorted(by_name) == sorted(expected)
+    for name, outcome in expected.items():
+        found = by_name[name]
+        kind, _, text = outcome.partition(":")
+        if kind == "skip":
+            assert len(found) == 1 and isinstance(found[0], Skipped) and text in found[0].reason, (
+                name,
+                found,
+            )
+        elif name != "corpus.jsonl":
+            doc = found[0]
+            assert isinstance(doc, Document), (name, doc)
+            assert doc.text.strip() and (text in doc.metadata.get("warning", "")), (name, doc.metadata)
+            doc.doc_id.encode("utf-8")  # always valid UTF-8 (Parquet needs it)
+    jsonl = [i for i in items if "corpus.jsonl" in i.source]
+    assert [type(i).__name__ for i in jsonl] == ["Document", "Skipped", "Skipped", "Skipped"]
+    assert "duplicate id 'j1'" in jsonl[2].reason
+    deep = next(i for i in items if isinstance(i, Document) and i.doc_id == "deep.html")
+    assert deep.title == "Deep" and "deep text" in deep.text
+
+
+def test_large_html_is_parsed_without_a_tree(tmp_path: Path) -> None:
+    page = (
+        "<html><head><title>Big page</title><style>p {color: red}</style></head><body>"
+        + "<nav>menu</nav><script>var x = 1;</script>"
+        + "".join(f"<p>Paragraph {i} <b>bold</b> text.</p>" for i in range(2000))
+        + "</body></html>"
+    )
+    (tmp_path / "big.html").write_text(page)
+    small = next(iter(iter_documents(tmp_path / "big.html")))
+    large = next(iter(iter_documents(tmp_path / "big.html", stream_bytes=1000)))
+    assert isinstance(small, Document) and isinstance(large, Document)
+    assert large.title == small.title == "Big page"
+    assert large.text.split() == small.text.split()
+    assert "menu" not in large.text and "color" not in large.text and "var x" not in large.text
+
+
+def test_expanding_pdf_within_the_limit_is_read(tmp_path: Path) -> None:
+    from tests.hostile import expanding_pdf
+
+    doc = read_file(expanding_pdf(tmp_path / "ok.pdf", 2000), "ok.pdf")
+    assert isinstance(doc, list) and doc[0].text.count("A") == 1000
+
+
+def test_streamed_binary_and_blank_files_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "bin.txt").write_bytes(b"\x00\x01" * 5000)
+    (tmp_path / "blank.txt").write_bytes(b" \n" * 5000)
+    (tmp_path / "ok.txt").write_bytes("h\u00e9llo w\u00f6rld ".encode("cp1252") * 1000)
+    items = {Path(i.source).name: i for i in iter_documents(tmp_path, stream_bytes=1000)}
+    assert isinstance(items["bin.txt"], Skipped) and "binary" in items["bin.txt"].reason
+    assert isinstance(items["blank.txt"], Skipped) and "empty" in items["blank.txt"].reason
+    streamed = items["ok.txt"]
+    assert isinstance(streamed, Document) and streamed.metadata["streamed"]
+    assert "".join(streamed.pieces()) == "h\u00e9llo w\u00f6rld " * 1000

@@ -107,3 +107,22 @@ def test_in_memory_index_get_remove_and_commit_elsewhere(tmp_path: Path, tiny_en
         Index.create(None, tiny_encoder).commit(tmp_path / "one")
     index.commit(tmp_path / "two")  # a copy under a new directory, which the index now uses
     assert index.directory == tmp_path / "two" and len(Index.open(tmp_path / "two")) == 2
+
+
+def test_an_index_loads_and_searches_with_pickle_disabled(
+    built: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _pickle
+    import pickle
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("pickle was used")
+
+    for module in (pickle, _pickle):
+        for name in ("load", "loads", "Unpickler"):
+            monkeypatch.setattr(module, name, refuse)
+    index = Index.open(built, encoder_config=EncoderConfig(device="cpu"))
+    assert index.search("alpha river stone", k=1)[0].doc_id == "d0.txt"
+    from ragidx.integrity import verify
+
+    assert verify(built).ok

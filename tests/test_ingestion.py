@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document
-from ragidx.errors import ConfigError, InputError
+from ragidx.errors import ConfigError, InputError, ModelError
 from ragidx.index import Index
 from ragidx.ingestion import add_documents, add_embedded, ingest
 from tests.conftest import TINY_WINDOW, long_text
@@ -154,3 +155,80 @@ def test_add_embedded_normalises_and_replaces() -> None:
     assert (record.text, record.embed_mode, record.n_tokens, record.n_vectors) == ("uno", "external", 0, 1)
     hits = index.search_by_vectors(["q"], np.array([[0.0, 0.0, 1.0]]), k=2)[0]
     assert [h.doc_id for h in hits] == ["x", "y"] and hits[0].score == pytest.approx(1.0)
+
+
+def test_incremental_counts_with_prune(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    config = _config(tiny_model)
+    ingest(docs, tmp_path / "ix", config)
+    (docs / "short.txt").write_text("Changed text about lighthouses.")
+    (docs / "sub" / "page.html").unlink()
+    (docs / "corpus.jsonl").write_text('{"_id": "j1", "text": "first record"}\n')  # j2 is gone
+    (docs / "added.md").write_text("A new note.")
+    kept = ingest(docs, tmp_path / "ix", config)  # without --prune, vanished documents stay
+    assert (kept.added, kept.updated, kept.unchanged, kept.removed) == (1, 1, 2, 0)
+    assert len(Index.open(tmp_path / "ix")) == 6
+    pruned = ingest(docs, tmp_path / "ix", config.override(ingest={"prune": True}))
+    assert (pruned.added, pruned.updated, pruned.unchanged, pruned.removed) == (0, 0, 4, 2)
+    index = Index.open(tmp_path / "ix")
+    assert sorted(index.store.doc_ids()) == ["added.md", "j1", "long.md", "short.txt"]
+    assert index.vectors.ntotal == index.store.n_vectors and index.manifest.generation == 3
+
+
+def test_prune_keeps_other_folders_and_files_skipped_this_time(tmp_path: Path, tiny_model: Path) -> None:
+    docs, other = _docs(tmp_path / "docs"), _docs(tmp_path / "other")
+    config = _config(tiny_model).override(ingest={"prune": True})
+    ingest([docs, other], tmp_path / "ix", config)
+    (docs / "short.txt").write_bytes(b"\x00now binary")
+    report = ingest(docs, tmp_path / "ix", config)
+    assert report.removed == 0 and len(report.skipped) == 1  # other/ is not under docs/
+    assert "short.txt" in Index.open(tmp_path / "ix").store.doc_ids()
+
+
+def test_strict_fails_without_committing_and_keeps_the_checkpoints(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    (docs / "bad.txt").write_bytes(b"\x00\x01binary")
+    with pytest.raises(InputError, match=r"1 skipped under --strict \(first: .*bad.txt: binary"):
+        ingest(docs, tmp_path / "ix", _config(tiny_model).override(ingest={"strict": True}))
+    assert not Index.exists(tmp_path / "ix")
+    report = ingest(docs, tmp_path / "ix", _config(tiny_model))
+    assert report.added == report.resumed == 5 and len(report.skipped) == 1
+
+
+def test_jsonl_ids_never_become_paths(tmp_path: Path, tiny_model: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    hostile_ids = ["../../escape.txt", "/etc/passwd", "..", "a/../../../b", "C:\\\\windows", "\u0000nul"]
+    lines = [f'{{"_id": {json.dumps(i)}, "text": "record {n}"}}' for n, i in enumerate(hostile_ids)]
+    (docs / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    before = {p for p in tmp_path.rglob("*")}
+    report = ingest(docs, tmp_path / "deep" / "ix", _config(tiny_model))
+    assert report.added == len(hostile_ids)
+    created = {p for p in tmp_path.rglob("*")} - before
+    assert all(p == tmp_path / "deep" or (tmp_path / "deep" / "ix") in (p, *p.parents) for p in created)
+    names = sorted(p.name for p in (tmp_path / "deep" / "ix").iterdir())
+    assert names == [
+        "chunks-000001.parquet",
+        "documents-000001.parquet",
+        "manifest.json",
+        "vectors-000001.faiss",
+    ]
+    assert sorted(Index.open(tmp_path / "deep" / "ix").store.doc_ids()) == sorted(hostile_ids)
+
+
+def test_remote_code_is_never_run_without_the_flag(tmp_path: Path, tiny_model: Path) -> None:
+    import shutil
+
+    model = tmp_path / "custom-model"
+    shutil.copytree(tiny_model, model)
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel"}
+    config["model_type"] = "evil-bert"
+    (model / "config.json").write_text(json.dumps(config))
+    marker = tmp_path / "ran"
+    (model / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("text")
+    with pytest.raises(ModelError, match="--trust-remote-code"):
+        ingest(tmp_path / "docs", tmp_path / "ix", _config(model))
+    assert not marker.exists() and not (tmp_path / "ix").exists()

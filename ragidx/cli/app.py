@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 from typing import Annotated, ParamSpec, TypeVar
 
@@ -19,6 +20,7 @@ from ragidx import __version__
 from ragidx.errors import RagidxError
 
 P = ParamSpec("P")
+PARTIAL_EXIT = 3  # the command did its work, but some inputs were skipped (like rsync's code 23)
 R = TypeVar("R")
 
 out = Console(soft_wrap=True)  # results (stdout)
@@ -57,11 +59,21 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
                 raise
             typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
             raise typer.Exit(exc.exit_code) from None
+        except OSError as exc:  # a disk or permission failure while writing: nothing was committed
+            if state.debug:
+                raise
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing was committed", err=True)
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters (a newline in a file name…) escaped: warnings stay one line."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], text)
 
 
 def _version(value: bool) -> None:
@@ -89,4 +101,4 @@ def main() -> None:
 
 
 # Commands register themselves on import (one module each, Typer-style).
-from ragidx.cli import info, ingest, query  # noqa: E402,F401
+from ragidx.cli import delete, info, ingest, query, verify  # noqa: E402,F401

@@ -7,19 +7,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
-from ragidx.cli.app import app, err, handle_errors, out
+from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, one_line, out
 from ragidx.cli.options import DEFAULT_INDEX, ConfigFile, Device, IndexDir, Json
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document, Skipped
 from ragidx.errors import ConfigError
 from ragidx.ingestion import IngestReport, ingest
 from ragidx.longdoc import Policy
-
-PARTIAL_EXIT = 3  # the index was committed, but some files were skipped (like rsync's code 23)
 
 
 class _Progress:
@@ -40,7 +39,12 @@ class _Progress:
         self.bar.update(self.tokens, advance=n_tokens)
 
     def skipped(self, item: Skipped) -> None:
-        self.bar.console.print(f"[yellow]warning:[/] {item.source}: {item.reason}", highlight=False)
+        line = one_line(f"{item.source}: skipped: {item.reason}")
+        self.bar.console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+
+    def warned(self, item: Skipped) -> None:
+        line = one_line(f"{item.source}: {item.reason}")
+        self.bar.console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
 
 
 @app.command("ingest")
@@ -87,6 +91,14 @@ def ingest_command(
     ] = None,
     include: Annotated[list[str] | None, typer.Option(help="Glob to keep (repeatable).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Glob to drop (repeatable).")] = None,
+    prune: Annotated[
+        bool | None,
+        typer.Option("--prune", help="Remove documents under PATHS whose file (or JSONL record) is gone."),
+    ] = None,
+    strict: Annotated[
+        bool | None,
+        typer.Option("--strict", help="Any skipped file is an error: exit 1 and commit nothing."),
+    ] = None,
     pooling: Annotated[
         str | None,
         typer.Option(
@@ -104,8 +116,11 @@ def ingest_command(
 ) -> None:
     """Ingest .txt .md .html .pdf files and BEIR .jsonl corpora into an index.
 
-    Re-running on the same folder embeds only new or changed documents. Every document records
-    how it was embedded (whole, chunk, pcw, truncate); nothing is cut silently.
+    Re-running on the same folder embeds only new or changed documents (content sha256), keeps
+    unchanged ones and, with --prune, removes those whose file is gone. A killed ingest resumes
+    from its last checkpointed batch; readers see the previous index until the commit; a second
+    ingest into the same index is refused while one runs. Every document records how it was
+    embedded (whole, chunk, pcw, truncate, extend); nothing is cut silently.
 
     Exit status: 0 all ingested; 1 failed, nothing written; 2 bad settings; 3 committed, but some
     files were skipped (each named in a warning).
@@ -131,7 +146,7 @@ def ingest_command(
             },
         },
         index={"factory": faiss_factory},
-        ingest={"include": include or None, "exclude": exclude or None},
+        ingest={"include": include or None, "exclude": exclude or None, "prune": prune, "strict": strict},
     )
     columns = (
         TextColumn("{task.description}"),
@@ -173,8 +188,9 @@ def _summary(report: IngestReport) -> None:
     table.add_column()
     table.add_row(
         "documents",
-        f"{report.added} added, {report.updated} updated, "
-        f"{report.unchanged} unchanged, {len(report.skipped)} skipped",
+        f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
+        f"{report.removed} removed, {len(report.skipped)} skipped"
+        + (f" ({report.resumed} from checkpoints)" if report.resumed else ""),
     )
     modes = ", ".join(f"{n} {mode}" for mode, n in sorted(report.by_mode.items())) or "-"
     table.add_row("embedded as", modes)

@@ -26,7 +26,7 @@ def test_ingest_prints_a_summary(tmp_path: Path, tiny_model: Path) -> None:
         app, ["ingest", str(docs), "--index", str(tmp_path / "ix"), "--model", str(tiny_model)]
     )
     assert result.exit_code == 0, result.output
-    assert "2 added, 0 updated, 0 unchanged, 0 skipped" in result.stdout
+    assert "2 added, 0 updated, 0 unchanged, 0 removed, 0 skipped" in result.stdout
     assert "1 chunk, 1 whole" in result.stdout
     assert "tokens/s" in result.stdout
 
@@ -110,3 +110,43 @@ def test_help_teaches(tmp_path: Path) -> None:
         assert text in result.stdout
     version = runner.invoke(app, ["--version"])
     assert version.exit_code == 0 and version.stdout.startswith("ragidx ")
+
+
+def test_prune_and_strict_flags(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    base = ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model)]
+    assert runner.invoke(app, base).exit_code == 0
+    (docs / "a.txt").unlink()
+    (docs / "bad.txt").write_bytes(b"\x00binary")
+    strict = runner.invoke(app, [*base, "--prune", "--strict"])
+    assert strict.exit_code == 1 and "under --strict" in strict.stderr and "bad.txt" in strict.stderr
+    pruned = runner.invoke(app, [*base, "--prune"])
+    assert pruned.exit_code == 3, pruned.output
+    assert "0 added, 0 updated, 1 unchanged, 1 removed, 1 skipped" in pruned.stdout
+
+
+def test_hostile_folder_warns_once_per_file_and_ingests_the_rest(
+    tmp_path: Path, tiny_model: Path, monkeypatch
+) -> None:
+    from ragidx import documents
+    from ragidx.index import Index
+    from tests.hostile import hostile_folder
+
+    monkeypatch.setattr(documents, "PDF_PAGE_CONTENT_LIMIT", 1 << 20)
+    expected = hostile_folder(tmp_path / "docs")
+    args = ["ingest", str(tmp_path / "docs"), "-i", str(tmp_path / "ix"), "-m", str(tiny_model)]
+    strict = runner.invoke(app, [*args, "--strict"])
+    assert strict.exit_code == 1 and "under --strict" in strict.stderr
+    assert not (tmp_path / "ix" / "manifest.json").exists()
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == len(result.stderr.splitlines())  # every line is a whole warning
+    for name, outcome in expected.items():
+        if outcome != "ok":
+            _kind, _, text = outcome.partition(":")
+            assert any(name in w and text in w for w in warnings), (name, warnings)
+    assert sum("corpus.jsonl:" in w for w in warnings) == 3  # bad JSON, duplicate id, missing id
+    ingested = Index.open(tmp_path / "ix").store.doc_ids()
+    good = [name for name, outcome in expected.items() if outcome == "ok" and name != "corpus.jsonl"]
+    assert sorted(ingested) == sorted([*good, "mixed.txt", "j1"])

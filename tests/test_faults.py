@@ -1,0 +1,174 @@
+"""Crash safety, by fault injection: killed ingests resume to the same index as a clean run,
+readers see the previous complete generation during a write, failed writes leave nothing behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragidx import faults
+from ragidx.encoder import Encoder
+from ragidx.index import Index
+from ragidx.ingestion import ingest
+from ragidx.integrity import verify
+from ragidx.lock import LOCK_NAME
+from ragidx.manifest import MANIFEST_NAME
+from ragidx.staging import STAGING_NAME
+from tests.conftest import tiny_config, write_docs
+
+ROOT = Path(__file__).resolve().parent.parent
+KILL_POINTS = ["write:3", "mid-commit:1", "after-commit:1"]
+BATCH_TOKENS = 120  # a few documents per checkpointed batch
+N_NEW = 12
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> dict[str, Any]:
+    """An index of 3 documents (generation 1), a folder with 12 more, and the clean result of
+    ingesting them in one run."""
+    root = tmp_path_factory.mktemp("faults")
+    docs = write_docs(root / "docs", 3)
+    ingest(docs, root / "base", tiny_config(tiny_model, batch_tokens=BATCH_TOKENS))
+    write_docs(docs / "new", N_NEW, seed=1)
+    shutil.copytree(root / "base", root / "clean")
+    writes: list[int] = []
+    batches: list[int] = []
+    with (
+        faults.hook("write", lambda: writes.append(1)),
+        faults.hook("after-batch", lambda: batches.append(1)),
+    ):
+        ingest(docs, root / "clean", tiny_config(tiny_model, batch_tokens=BATCH_TOKENS))
+    assert len(batches) >= 4
+    return {
+        "docs": docs,
+        "base": root / "base",
+        "clean": root / "clean",
+        "writes": len(writes),
+        "batches": len(batches),
+    }
+
+
+def _copy_base(base: dict[str, Any], tmp_path: Path) -> Path:
+    shutil.copytree(base["base"], tmp_path / "ix")
+    return tmp_path / "ix"
+
+
+def _snapshot(directory: Path) -> dict[str, tuple[list[int], np.ndarray]]:
+    index = Index.open(directory)
+    rows: dict[str, list[int]] = {}
+    for vid, doc_id in zip(index.store.vids(), index.store.vector_doc_ids(), strict=True):
+        rows.setdefault(doc_id, []).append(int(vid))
+    return {d: (v, np.stack([index.vectors.index.reconstruct(i) for i in v])) for d, v in rows.items()}
+
+
+def _assert_same_index(directory: Path, clean: Path) -> None:
+    got, want = _snapshot(directory), _snapshot(clean)
+    assert sorted(got) == sorted(want)
+    for doc_id, (vids, vectors) in want.items():
+        assert got[doc_id][0] == vids, doc_id
+        np.testing.assert_allclose(got[doc_id][1], vectors, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def killed(
+    base: dict[str, Any], tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """Copies of ``base`` into which ``ragidx ingest`` subprocesses (started together, to share
+    their start-up time) ingested the new documents until they SIGKILLed themselves at a fault."""
+    root = tmp_path_factory.mktemp("killed")
+    config = root / "config.toml"
+    config.write_text(
+        f'[model]\nmodel = "{tiny_model}"\ndevice = "cpu"\n[ingest]\nbatch_tokens = {BATCH_TOKENS}\n'
+    )
+    running = {}
+    for fault in KILL_POINTS:
+        directory = root / fault.replace(":", "-")
+        shutil.copytree(base["base"], directory)
+        env = {**os.environ, faults.ENV: fault, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+        command = [sys.executable, "-m", "ragidx", "ingest", str(base["docs"]), "-i", str(directory)]
+        running[fault] = (directory, subprocess.Popen([*command, "-c", str(config), "-q"], env=env))
+    for fault, (_, process) in running.items():
+        assert process.wait(timeout=300) == -9, f"{fault}: the ingest was not killed"
+    return {fault: directory for fault, (directory, _) in running.items()}
+
+
+@pytest.mark.parametrize("fault", KILL_POINTS)
+def test_killed_ingest_resumes_to_the_clean_index(
+    base: dict[str, Any], killed: dict[str, Path], tiny_model: Path, fault: str
+) -> None:
+    directory = killed[fault]
+    assert (directory / LOCK_NAME).exists()  # a SIGKILL releases nothing
+    opened = Index.open(directory)  # a reader now sees one complete generation
+    committed = fault == "after-commit:1"
+    assert (opened.manifest.generation, len(opened)) == ((2, 3 + N_NEW) if committed else (1, 3))
+
+    batches: list[int] = []
+    with faults.hook("after-batch", lambda: batches.append(1)):
+        report = ingest(base["docs"], directory, tiny_config(tiny_model, batch_tokens=BATCH_TOKENS))
+    if committed:
+        assert (report.added, report.unchanged, report.resumed) == (0, 3 + N_NEW, 0)
+    else:
+        assert (report.added, report.unchanged) == (N_NEW, 3)
+    if fault == "write:3":  # killed writing the third checkpoint: the first two are reused
+        assert 0 < report.resumed < N_NEW and len(batches) == base["batches"] - 2
+    if fault == "mid-commit:1":  # every batch was checkpointed: nothing is embedded again
+        assert report.resumed == N_NEW and batches == []
+    _assert_same_index(directory, base["clean"])
+    left = sorted(p.name for p in directory.iterdir())
+    assert left == [
+        "chunks-000002.parquet",
+        "documents-000002.parquet",
+        MANIFEST_NAME,
+        "vectors-000002.faiss",
+    ]
+    assert verify(directory).ok
+
+
+def test_reader_during_a_write_sees_the_previous_generation(
+    base: dict[str, Any], tmp_path: Path, tiny_model: Path, tiny_encoder: Encoder
+) -> None:
+    directory = _copy_base(base, tmp_path)
+    seen: list[tuple[int, int, str]] = []
+
+    def read() -> None:
+        index = Index.open(directory, encoder=tiny_encoder)
+        hits = index.search("Document 1.", k=20)
+        seen.append((index.manifest.generation, len(index), " ".join(sorted(h.doc_id for h in hits))))
+
+    with faults.hook("after-batch", read), faults.hook("mid-commit", read), faults.hook("write", read):
+        ingest(base["docs"], directory, tiny_config(tiny_model, batch_tokens=BATCH_TOKENS))
+    assert len(seen) > 5 and set(seen) == {(1, 3, "doc-00.txt doc-01.txt doc-02.txt")}
+    after = Index.open(directory)
+    assert (after.manifest.generation, len(after)) == (2, 3 + N_NEW)
+
+
+@pytest.mark.parametrize("last", [1, 4])
+def test_failed_write_during_commit_leaves_the_old_index(
+    base: dict[str, Any], tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch, last: int
+) -> None:
+    """The k-th last write of a commit (4: the FAISS file, 1: the manifest switch) fails."""
+    directory = _copy_base(base, tmp_path)
+    monkeypatch.setenv(faults.ENV, f"write:{base['writes'] - last + 1}:oserror")
+    faults.reset()
+    with pytest.raises(OSError, match="no space left"):
+        ingest(base["docs"], directory, tiny_config(tiny_model, batch_tokens=BATCH_TOKENS))
+    monkeypatch.delenv(faults.ENV)
+    names = sorted(p.name for p in directory.iterdir())
+    assert names == [
+        STAGING_NAME,
+        "chunks-000001.parquet",
+        "documents-000001.parquet",
+        MANIFEST_NAME,
+        "vectors-000001.faiss",
+    ]  # old generation, checkpoints; no lock, temp or new files
+    assert len(Index.open(directory)) == 3
+    report = ingest(base["docs"], directory, tiny_config(tiny_model, batch_tokens=BATCH_TOKENS))
+    assert report.resumed == N_NEW and report.added == N_NEW
+    _assert_same_index(directory, base["clean"])
