@@ -283,6 +283,7 @@ class Index:
             self.directory = Path(directory)
         if self.directory is None:
             raise IndexFormatError("in-memory index: give commit() the directory to write it to")
+        self._check_unchanged_on_disk()
         self.flush()
         self.directory.mkdir(parents=True, exist_ok=True)
         generation = self.manifest.generation + 1
@@ -314,6 +315,19 @@ class Index:
         self.manifest = manifest
         faults.point("after-commit")
         self._remove_stale_files(keep=set(names.values()))
+
+    def _check_unchanged_on_disk(self) -> None:
+        """Refuse to commit over a generation this index has not seen: another writer committed
+        since it was opened, and writing now would drop that writer's changes."""
+        assert self.directory is not None
+        if not (self.directory / MANIFEST_NAME).exists():
+            return
+        current = Manifest.read(self.directory).generation
+        if current != self.manifest.generation:
+            raise IndexFormatError(
+                f"{self.directory}: changed on disk since it was opened (generation {current}, opened at "
+                f"{self.manifest.generation}); nothing was written: open it again and redo the change"
+            )
 
     def remove_leftovers(self) -> None:
         """Delete what a crashed writer left: temp files and data files of generations the

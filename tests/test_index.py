@@ -126,3 +126,18 @@ def test_an_index_loads_and_searches_with_pickle_disabled(
     from ragidx.integrity import verify
 
     assert verify(built).ok
+
+
+def test_commit_refuses_a_generation_it_has_not_seen(built: Path, tiny_model: Path) -> None:
+    from ragidx.documents import Document
+    from ragidx.ingestion import add_documents
+
+    first, second = Index.open(built), Index.open(built)
+    add_documents(first, [Document("new-1", "delta harbor light", "")])
+    first.commit()
+    add_documents(second, [Document("new-2", "epsilon paper orange", "")])
+    with pytest.raises(
+        IndexFormatError, match=r"changed on disk since it was opened \(generation 2, opened at 1\)"
+    ):
+        second.commit()
+    assert sorted(Index.open(built).store.doc_ids()) == ["d0.txt", "d1.txt", "d2.txt", "new-1"]

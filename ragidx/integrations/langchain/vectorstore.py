@@ -37,6 +37,7 @@ from ragidx.index import Index
 from ragidx.ingestion import add_documents, add_embedded
 from ragidx.integrations.langchain.documents import MetadataFilter, from_record, record_filter, to_ragidx
 from ragidx.integrations.langchain.embeddings import RagidxEmbeddings
+from ragidx.lock import WriterLock
 from ragidx.longdoc import LongDocConfig
 from ragidx.manifest import ExternalEncoderInfo
 from ragidx.retriever import Retriever
@@ -89,9 +90,12 @@ class RagidxVectorStore(VectorStore):
         the directory. Writes are atomic: readers see the previous generation or this one."""
         if self._index is None:
             raise InputError("nothing to save: the store is empty; add documents first")
-        self._index.commit(directory)
-        assert self._index.directory is not None
-        return self._index.directory
+        target = directory if directory is not None else self._index.directory
+        if target is None:
+            raise InputError("an in-memory store: give save() the directory to write it to")
+        with WriterLock(target):  # one writer at a time, as for ragidx ingest
+            self._index.commit(target)
+        return Path(target)
 
     @property
     def index(self) -> Index | None:

@@ -177,3 +177,24 @@ def test_external_names_include_the_model() -> None:
     assert ExternalEncoderInfo(name=external_name(Table()), dim=3).name == "langchain:Table"
     vectors = np.asarray(Table().embed_documents(["apple"]))
     assert vectors.shape == (1, 3)
+
+
+def test_save_takes_the_writer_lock_and_never_drops_another_writers_commit(tmp_path: Path) -> None:
+    from ragidx.errors import IndexFormatError
+    from ragidx.lock import IndexLockedError, WriterLock
+
+    fake = DeterministicFakeEmbedding(size=8)
+    store = RagidxVectorStore.from_texts(["foo", "bar"], fake, ids=["a", "b"])
+    store.save(tmp_path / "ix")
+    with WriterLock(tmp_path / "ix"), pytest.raises(IndexLockedError, match="wait for it to finish"):
+        store.save()
+    other = RagidxVectorStore.load(tmp_path / "ix", fake)  # a second writer commits first
+    other.add_texts(["baz"], ids=["c"])
+    other.save()
+    store.add_texts(["qux"], ids=["d"])
+    with pytest.raises(
+        IndexFormatError, match=r"changed on disk since it was opened \(generation 2, opened at 1\)"
+    ):
+        store.save()
+    reopened = RagidxVectorStore.load(tmp_path / "ix", fake)
+    assert sorted(d.id for d in reopened.get_by_ids(["a", "b", "c", "d"])) == ["a", "b", "c"]
