@@ -25,8 +25,12 @@ def info_command(
     ] = False,
     as_json: Json = False,
 ) -> None:
-    """Print the index manifest: model, dims, pooling, long-document policy, FAISS factory,
-    counts (documents per embed mode), ragidx version."""
+    """Show how an index was built: model, pooling, long-document policy, FAISS factory, counts.
+
+    The manifest's model (name, revision, weights fingerprint, dimension, window, prompts),
+    long-document policy and extension, FAISS factory, documents per embed mode, and the ragidx
+    version. --documents lists every document with its tokens and how it was embedded.
+    """
     if documents:
         _documents(Index.open(index), as_json)
         return

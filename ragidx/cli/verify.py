@@ -19,8 +19,11 @@ def verify_command(
     index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
     as_json: Json = False,
 ) -> None:
-    """Check every file against the manifest's size and sha256, that FAISS ids and store rows
-    agree, and that counts match; note leftovers of interrupted writes.
+    """Check an index: file checksums, FAISS ids against store rows, counts, leftovers.
+
+    Every file is checked against the manifest's size and sha256, FAISS ids against the store's
+    rows, per-document vector counts against the manifest's counts; leftovers of interrupted
+    writes are noted.
 
     Exit status: 0 the index is sound; 1 it is damaged (each problem on its own line).
     """
