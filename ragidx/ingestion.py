@@ -18,14 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
-
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document, Skipped, iter_documents
 from ragidx.encoder import Encoder, Tokens
 from ragidx.errors import ConfigError, InputError
 from ragidx.index import Index
-from ragidx.longdoc import EmbedPlan, LongDocConfig, plan
+from ragidx.longdoc import EmbedPlan, LongDocConfig, combine, plan
 from ragidx.manifest import now
 from ragidx.store import DocumentRecord, VectorRecord
 
@@ -204,13 +202,8 @@ def _embed(
     report.window_tokens += sum(len(w.input_ids) for w in windows)
     at = 0
     for item in pending:
-        vectors = raw[at : at + len(item.plan.spans)]
+        vectors, spans = combine(item.plan, raw[at : at + len(item.plan.spans)])
         at += len(item.plan.spans)
-        spans = item.plan.spans
-        if item.plan.single_vector:
-            vectors = vectors.mean(axis=0, keepdims=True)  # pcw: mean of un-normalised chunks
-            spans = [(0, item.plan.n_embedded)]
-        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         doc = item.document
         record = DocumentRecord(
             doc_id=doc.doc_id,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragidx.extension.config import ExtensionConfig
@@ -99,6 +100,16 @@ def plan(n_tokens: int, window: int, config: LongDocConfig, extended_window: int
     size = min(config.chunk_size or window, window)
     overlap = min(config.overlap, size - 1)
     return EmbedPlan("chunk", _windows(limit, size, step=size - overlap), n_tokens)
+
+
+def combine(doc_plan: EmbedPlan, vectors: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """A document's final, L2-normalised vectors from its windows' un-normalised ones (in plan
+    order), and the span each covers: one vector (mean of the windows) unless the plan chunks."""
+    spans = doc_plan.spans
+    if doc_plan.single_vector:
+        vectors = vectors.mean(axis=0, keepdims=True)  # pcw: mean of un-normalised chunks
+        spans = [(0, doc_plan.n_embedded)]
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12), spans
 
 
 def _windows(length: int, size: int, step: int) -> list[tuple[int, int]]:

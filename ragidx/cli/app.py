@@ -89,4 +89,4 @@ def main() -> None:
 
 
 # Commands register themselves on import (one module each, Typer-style).
-from ragidx.cli import info, ingest, query  # noqa: E402,F401
+from ragidx.cli import eval, info, ingest, query  # noqa: E402,F401
