@@ -176,6 +176,8 @@ def _grid(settings: dict[str, object], where: str) -> EvalGrid:
         return EvalGrid.model_validate(settings)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {describe_validation(exc)}") from exc
+    except ConfigError as exc:  # a strategy spec the validator parsed and refused
+        raise ConfigError(f"{where}: {exc}") from exc
 
 
 @eval_app.command("grid")

@@ -77,4 +77,4 @@ def test_bad_grid_file_names_the_file(tmp_path: Path) -> None:
     grid = tmp_path / "grid.toml"
     grid.write_text('tasks = ["passkey"]\nout = "o"\nstrategies = ["nope"]\n')
     result = runner.invoke(app, ["eval", "grid", str(grid)])
-    assert result.exit_code == 2 and f"{grid}: strategies" in result.output
+    assert result.exit_code == 2 and f"{grid}: strategy nope: unknown part" in result.output
