@@ -110,6 +110,16 @@ def plan(n_tokens: int, window: int, config: LongDocConfig, extended_window: int
     return EmbedPlan("chunk", _windows(limit, size, step=size - overlap), n_tokens)
 
 
+def combine(doc_plan: EmbedPlan, vectors: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """A document's final, L2-normalised vectors from its windows' un-normalised ones (in plan
+    order), and the span each covers: one vector (mean of the windows) unless the plan chunks."""
+    spans = doc_plan.spans
+    if doc_plan.single_vector:
+        vectors = vectors.mean(axis=0, keepdims=True)  # pcw: mean of un-normalised chunks
+        spans = [(0, doc_plan.n_embedded)]
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12), spans
+
+
 def _windows(length: int, size: int, step: int) -> list[tuple[int, int]]:
     """Spans of ``size`` every ``step`` tokens; the last one ends exactly at ``length``."""
     spans: list[tuple[int, int]] = []
@@ -143,9 +153,7 @@ def embed_plans(
     at = 0
     for _, doc_plan in planned:
         assert raw is not None
-        vectors = raw[at : at + len(doc_plan.spans)]
+        vectors, _ = combine(doc_plan, raw[at : at + len(doc_plan.spans)])
         at += len(doc_plan.spans)
-        if doc_plan.single_vector:
-            vectors = vectors.mean(axis=0, keepdims=True)
-        out.append(vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12))
+        out.append(vectors)
     return out

@@ -27,7 +27,7 @@ import numpy as np
 
 from ragidx.documents import Document
 from ragidx.encoder import Encoder, Tokens, Window
-from ragidx.longdoc import EmbedPlan, LongDocConfig, plan
+from ragidx.longdoc import EmbedPlan, LongDocConfig, combine, plan
 
 _LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
 
@@ -138,10 +138,7 @@ def embed_streamed(
         emit(span)
     run_pending(force=True)
     if embed:
-        vectors = np.vstack(raw)
-        if out.plan.single_vector:  # pcw: mean of the un-normalised chunk vectors
-            vectors = vectors.sum(axis=0, keepdims=True) / len(out.plan.spans)
-        out.vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        out.vectors, _ = combine(out.plan, np.vstack(raw))  # pcw: mean of the un-normalised chunks
     if out.plan.single_vector:
         out.rows = [(0, out.plan.n_embedded, out.rows[0][2], out.rows[-1][3])]
     return out

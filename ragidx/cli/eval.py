@@ -1,0 +1,222 @@
+"""``ragidx eval``: LongEmbed-style evaluation of long-document strategies; ``eval grid`` runs a TOML
+grid (``pipelines/``); ``eval compare`` tabulates result folders next to LongEmbed's Table 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichBar
+from rich.table import Table
+
+from ragidx.cli.app import app, err, handle_errors, out
+from ragidx.cli.options import Device, Json
+from ragidx.errors import ConfigError, describe_validation
+from ragidx.evaluate.report import TASK_TITLES, EvalResults, compare_rows, table_rows
+from ragidx.evaluate.runner import EvalGrid, run_grid
+from ragidx.evaluate.tasks import DATA_ENV
+
+CACHE_ENV = "RAGIDX_EVAL_CACHE"
+DEFAULT_CACHE = Path(os.environ.get(CACHE_ENV, "~/.cache/ragidx/eval")).expanduser()
+
+eval_app = typer.Typer(
+    help=(
+        "Evaluate long-document strategies on LongEmbed tasks (whole-document extension vs chunking).\n\n"
+        "Example:  ragidx eval --task passkey --task qmsum --strategy chunk --strategy pcw "
+        "--strategy extend:pi --max-length 4096 --lengths 256,512,1024,2048 --out results/minilm"
+    ),
+    rich_markup_mode="rich",
+)
+app.add_typer(eval_app, name="eval")
+
+
+class _Bars:
+    """One line per finished record, a bar per stage (tokens or queries embedded)."""
+
+    def __init__(self, bar: RichBar):
+        self.bar = bar
+        self.current: int | None = None
+
+    def record(self, description: str, done: bool = False) -> None:
+        if done:
+            self.bar.console.print(f"  {description}", highlight=False)
+        else:
+            self.bar.console.print(f"[bold]{description}[/]", highlight=False)
+
+    def stage(self, description: str, total: int) -> None:
+        if self.current is not None:
+            self.bar.remove_task(self.current)
+        self.current = self.bar.add_task(description, total=total)
+
+    def advance(self, amount: int) -> None:
+        if self.current is not None:
+            self.bar.update(self.current, advance=amount)
+
+
+def _ints(values: list[str] | None, what: str) -> list[int]:
+    found: list[int] = []
+    for value in values or []:
+        for part in value.split(","):
+            if part.strip():
+                try:
+                    found.append(int(part))
+                except ValueError:
+                    raise ConfigError(f"{what}: {part!r} is not a whole number") from None
+    return found
+
+
+def _run(grid: EvalGrid, quiet: bool, as_json: bool) -> EvalResults:
+    if quiet or as_json:
+        results = run_grid(grid)
+    else:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with RichBar(*columns, console=err, transient=True) as bar:
+            results = run_grid(grid, _Bars(bar))
+    if as_json:
+        out.print_json(results.model_dump_json())
+    else:
+        tasks, rows = table_rows(results.records)
+        _print_table(f"results in {grid.out} (percent)", tasks, rows)
+    return results
+
+
+def _print_table(title: str, tasks: list[str], rows: list[tuple[str, dict[str, float]]]) -> None:
+    table = Table(title=title, title_justify="left")
+    table.add_column("strategy")
+    for name in [*tasks, "avg"]:
+        table.add_column(TASK_TITLES.get(name, name), justify="right")
+    for name, scores in rows:
+        table.add_row(name, *[f"{scores[t]:.1f}" if t in scores else "–" for t in [*tasks, "avg"]])
+    out.print(table)
+
+
+@eval_app.callback(invoke_without_command=True)
+@handle_errors
+def eval_command(
+    ctx: typer.Context,
+    task: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--task",
+            "-t",
+            help="passkey, needle, qmsum, beir:PATH (a BEIR folder) or longembed:CONFIG "
+            "(narrativeqa, summ_screen_fd, 2wikimqa, qmsum, passkey, needle; on disk or hub). Repeatable.",
+        ),
+    ] = None,
+    model: Annotated[
+        list[str] | None, typer.Option("--model", "-m", help="'default', a folder or hub id. Repeatable.")
+    ] = None,
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy",
+            "-s",
+            help="truncate | chunk[:N] | pcw | extend:<pi|gp|rp|ntk|selfextend|preset.toml> | lmk:<g>, "
+            "'+tau:<τ>' to add TempScale (e.g. extend:pi+tau:0.8). Repeatable (default chunk).",
+        ),
+    ] = None,
+    max_length: Annotated[
+        list[str] | None,
+        typer.Option("--max-length", help="L_t: documents cut to it, extensions reach it (e.g. 2048,4096)."),
+    ] = None,
+    lengths: Annotated[
+        str | None, typer.Option(help="passkey/needle lengths, e.g. 256,512,1024,2048 (default all 8).")
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help=f"Evaluation data folder (default ${DATA_ENV}).")
+    ] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="Result folder (resumable).")] = None,
+    cache_dir: Annotated[
+        Path, typer.Option(help=f"Embedding cache (Parquet; env {CACHE_ENV}).")
+    ] = DEFAULT_CACHE,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic tasks.")] = 0,
+    device: Device = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="Most windows per forward pass.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Recompute results already in --out.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Evaluate strategies on tasks; writes results.json, runs/, results.md and plots/ into --out.
+
+    Reruns skip results already in --out, and cached document embeddings are reused.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if not task:
+        raise ConfigError("give at least one --task (passkey, needle, qmsum, beir:PATH, longembed:CONFIG)")
+    if out_dir is None:
+        raise ConfigError("give --out DIR: the folder that receives results.json, runs, results.md, plots")
+    settings = {
+        "tasks": task,
+        "models": model or ["default"],
+        "strategies": strategy or ["chunk"],
+        "max_lengths": _ints(max_length, "--max-length") or [4096],
+        "seed": seed,
+        "data_dir": str(data_dir) if data_dir else None,
+        "out": str(out_dir),
+        "cache_dir": None if no_cache else str(cache_dir),
+        "device": device or "auto",
+        "batch_size": batch_size,
+        "force": force,
+    }
+    if lengths:
+        settings["lengths"] = _ints([lengths], "--lengths")
+    _run(_grid(settings, "command-line options"), quiet, as_json)
+
+
+def _grid(settings: dict[str, object], where: str) -> EvalGrid:
+    try:
+        return EvalGrid.model_validate(settings)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe_validation(exc)}") from exc
+    except ConfigError as exc:  # a strategy spec the validator parsed and refused
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+@eval_app.command("grid")
+@handle_errors
+def grid_command(
+    file: Annotated[
+        Path, typer.Argument(help="Grid TOML, e.g. pipelines/minilm-cpu.toml.", show_default=False)
+    ],
+    force: Annotated[bool, typer.Option("--force", help="Recompute results already in the output.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Run a TOML grid (models × strategies × max lengths × tasks) as one resumable batch.
+
+    Keys: models, strategies, max_lengths, tasks, lengths, seed, data_dir, out, cache_dir, device.
+    """
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read grid ({exc.strerror})") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: invalid TOML ({exc})") from exc
+    raw.setdefault("cache_dir", str(DEFAULT_CACHE))
+    raw["force"] = force or raw.get("force", False)
+    _run(_grid(raw, str(file)), quiet, as_json)
+
+
+@eval_app.command("compare")
+@handle_errors
+def compare_command(
+    folders: Annotated[list[Path], typer.Argument(help="Result folders (from --out).", show_default=False)],
+    no_reference: Annotated[
+        bool, typer.Option("--no-reference", help="Leave out LongEmbed's Table 2 rows.")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """One table across result folders, with LongEmbed's Table 2 rows for reference."""
+    tasks, rows = compare_rows(folders, reference=not no_reference)
+    if as_json:
+        out.print_json(json.dumps({"tasks": tasks, "rows": [{"name": n, "scores": s} for n, s in rows]}))
+        return
+    _print_table("scores (percent); [paper] rows: LongEmbed Table 2", tasks, rows)

@@ -1,0 +1,1 @@
+"""LongEmbed evaluation: tasks, strategies, metrics, embedding cache, runner, reports and plots."""

@@ -1,0 +1,73 @@
+"""PNG plots of evaluation results (matplotlib, Agg backend: no display needed).
+
+* synthetic tasks (passkey, needle): Acc@1 against document length, one line per strategy, one
+  figure per task and model (the LongEmbed per-length curves);
+* real tasks: the main metric against the max length L_t, one line per strategy (strategies that
+  ignore L_t, such as truncate, are drawn as a flat line over the lengths run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ragidx.evaluate.report import TASK_TITLES, EvalRecord, EvalResults, label, task_column
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+
+def write_plots(results: EvalResults, folder: Path) -> list[Path]:
+    """Write every plot for ``results`` into ``folder``; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+    records = results.records
+    for model in dict.fromkeys(r.model for r in records):
+        mine = [r for r in records if r.model == model]
+        for task in dict.fromkeys(task_column(r.task) for r in mine):
+            rows = [r for r in mine if task_column(r.task) == task]
+            figure, axes = plt.subplots(figsize=(6.4, 4.2))
+            synthetic = rows[0].groups[0].length is not None
+            if synthetic:
+                _synthetic(axes, rows)
+            else:
+                _real(axes, rows)
+            axes.set_title(f"{TASK_TITLES.get(task, task)} — {model}")
+            axes.grid(alpha=0.3)
+            axes.legend(fontsize=8)
+            figure.tight_layout()
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{task}__{''.join(c if c.isalnum() else '_' for c in model)}.png"
+            figure.savefig(path, dpi=110)
+            plt.close(figure)
+            written.append(path)
+    return written
+
+
+def _synthetic(axes: Axes, rows: list[EvalRecord]) -> None:
+    for record in rows:
+        xs = [g.length for g in record.groups]
+        ys = [g.metrics["acc@1"] for g in record.groups]
+        axes.plot(xs, ys, marker="o", label=f"{label(record, 1)} ({record.score:.1f})")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("document length (tokens)")
+    axes.set_ylabel("Acc@1 (%)")
+    axes.set_ylim(-2, 102)
+
+
+def _real(axes: Axes, rows: list[EvalRecord]) -> None:
+    lengths = sorted({r.max_length for r in rows if r.max_length}) or [0]
+    for strategy in dict.fromkeys(r.strategy for r in rows):
+        mine = sorted((r for r in rows if r.strategy == strategy), key=lambda r: r.max_length or 0)
+        if len(mine) == 1 and mine[0].max_length is None:
+            xs, ys = lengths, [mine[0].score] * len(lengths)
+        else:
+            xs, ys = [r.max_length or 0 for r in mine], [r.score for r in mine]
+        axes.plot(xs, ys, marker="o", label=strategy)
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("max length L_t (tokens)")
+    axes.set_ylabel(f"{rows[0].main_metric} (%)")

@@ -1,0 +1,258 @@
+"""Evaluation results: the ``results.json`` schema, TREC runs, the ``results.md`` table, comparisons.
+
+:class:`EvalRecord` is one (model, strategy, max length, task) result: per-group (per-length)
+metrics, their mean, timing, hardware and the ragidx version. A result folder holds
+``results.json`` (:class:`EvalResults`: every record and the commands that produced them),
+``runs/*.trec`` (one TREC run per record), ``results.md`` and ``plots/``. Metrics are percentages.
+
+:func:`compare_rows` puts several folders' records in one table (rows = model · strategy · L_t,
+columns = tasks and their average) next to LongEmbed's Table 2 rows (``data/longembed_table2.json``,
+copied from the spec §3.1) for reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ragidx.errors import InputError, describe_validation
+
+RESULTS_FILE = "results.json"
+# Column order of LongEmbed's tables; other tasks follow in name order.
+TASK_ORDER = ("passkey", "needle", "narrativeqa", "qmsum", "summ_screen_fd", "2wikimqa")
+TASK_TITLES = {
+    "passkey": "Passkey",
+    "needle": "Needle",
+    "narrativeqa": "NQA",
+    "qmsum": "QMSum",
+    "summ_screen_fd": "SFD",
+    "2wikimqa": "2WmQA",
+}
+
+
+class GroupScore(BaseModel):
+    """One group's (one context length's) metrics."""
+
+    group: str
+    length: int | None = None
+    n_queries: int
+    n_docs: int
+    metrics: dict[str, float]
+    embed_modes: dict[str, int] = Field(default_factory=dict, description="documents per embed mode")
+
+
+class Timing(BaseModel):
+    seconds: float = Field(description="wall time of the whole record")
+    embed_seconds: float = Field(description="time spent in the encoder (documents and queries)")
+    tokens_embedded: int = Field(description="model input tokens embedded now (cache misses)")
+    docs_embedded: int
+    docs_cached: int
+    queries_embedded: int
+    queries_cached: int
+
+
+class Hardware(BaseModel):
+    device: str
+    cpu: str
+    threads: int
+    torch: str
+    platform: str
+
+
+class EvalRecord(BaseModel):
+    """One task evaluated with one model and strategy at one max length."""
+
+    task: str
+    task_source: str
+    main_metric: str
+    score: float = Field(description="main metric, mean over groups (LongEmbed's task score), percent")
+    metrics: dict[str, float] = Field(description="every metric, mean over groups, percent")
+    groups: list[GroupScore]
+    model: str
+    model_fingerprint: str
+    strategy: str
+    whole_document: bool = Field(description="one pass over the whole document (extension)")
+    max_length: int | None
+    seed: int
+    parameters: dict[str, Any] = Field(description="long_doc config, encoder overrides, window")
+    timing: Timing
+    hardware: Hardware
+    ragidx_version: str
+    created: str
+    run_file: str
+
+    @property
+    def key(self) -> tuple[str, str, str, int | None, int, tuple[str, ...]]:
+        return (
+            self.task,
+            self.model_fingerprint,
+            self.strategy,
+            self.max_length,
+            self.seed,
+            tuple(g.group for g in self.groups),
+        )
+
+
+class EvalResults(BaseModel):
+    records: list[EvalRecord] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+
+
+def task_column(task: str) -> str:
+    """A task's column name: LongEmbed configs and the local QMSum split share one column."""
+    return task.removeprefix("longembed:")
+
+
+def read_results(folder: str | Path) -> EvalResults:
+    path = Path(folder) / RESULTS_FILE
+    if not path.is_file():
+        return EvalResults()
+    try:
+        return EvalResults.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise InputError(f"{path}: not a ragidx results file ({describe_validation(exc)})") from exc
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def write_results(folder: str | Path, results: EvalResults) -> Path:
+    """Write ``results.json`` atomically (a reader never sees half a file)."""
+    path = Path(folder) / RESULTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{RESULTS_FILE}.tmp")
+    temporary.write_text(results.model_dump_json(indent=1), encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def label(record: EvalRecord, models: int) -> str:
+    """A row label: strategy and max length, prefixed by the model when several are shown."""
+    length = f" @{record.max_length}" if record.max_length else ""
+    return f"{record.model} · {record.strategy}{length}" if models > 1 else f"{record.strategy}{length}"
+
+
+def _tasks(records: Iterable[EvalRecord]) -> list[str]:
+    names = {task_column(r.task) for r in records}
+    return [t for t in TASK_ORDER if t in names] + sorted(names - set(TASK_ORDER))
+
+
+def table_rows(records: Sequence[EvalRecord]) -> tuple[list[str], list[tuple[str, dict[str, float]]]]:
+    """(task columns, [(row label, {task: score, "avg": mean over tasks})]), rows in first-seen order."""
+    tasks = _tasks(records)
+    models = len({r.model for r in records})
+    rows: dict[str, dict[str, float]] = {}
+    for record in records:
+        rows.setdefault(label(record, models), {})[task_column(record.task)] = record.score
+    for scores in rows.values():
+        present = [scores[t] for t in tasks if t in scores]
+        if len(present) == len(tasks):
+            scores["avg"] = sum(present) / len(present)
+    return tasks, list(rows.items())
+
+
+def markdown(results: EvalResults) -> str:
+    """``results.md``: the main table (best per column in bold), per-length tables, whole vs chunked."""
+    records = results.records
+    if not records:
+        return "No results yet.\n"
+    tasks, rows = table_rows(records)
+    lines = [
+        "# Evaluation results",
+        "",
+        "Main metric per task (percent): Acc@1 averaged over lengths for passkey/needle, nDCG@10 for "
+        "real tasks; `avg` = mean over the tasks run (LongEmbed average when all six are present).",
+        "",
+    ]
+    lines += _table(["strategy", *[TASK_TITLES.get(t, t) for t in tasks], "avg"], rows, [*tasks, "avg"])
+    for task in tasks:
+        synthetic = [r for r in records if task_column(r.task) == task and r.groups[0].length]
+        if synthetic:
+            lengths = sorted({g.length or 0 for r in synthetic for g in r.groups})
+            models = len({r.model for r in synthetic})
+            per_length = [
+                (label(r, models), {str(g.length): g.metrics["acc@1"] for g in r.groups} | {"avg": r.score})
+                for r in synthetic
+            ]
+            lines += ["", f"## {TASK_TITLES.get(task, task)}: Acc@1 per length", ""]
+            lines += _table(["strategy", *map(str, lengths), "avg"], per_length, [*map(str, lengths), "avg"])
+    lines += ["", "## Whole document vs chunking", "", *verdicts(records)]
+    lines += ["", "## Commands", "", *[f"    {c}" for c in results.commands]]
+    return "\n".join(lines) + "\n"
+
+
+def _table(header: list[str], rows: list[tuple[str, dict[str, float]]], columns: list[str]) -> list[str]:
+    best = {c: max((s[c] for _, s in rows if c in s), default=None) for c in columns}
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, scores in rows:
+        cells = []
+        for c in columns:
+            if c not in scores:
+                cells.append("–")
+            elif best[c] is not None and round(scores[c], 1) == round(best[c], 1) and len(rows) > 1:
+                cells.append(f"**{scores[c]:.1f}**")
+            else:
+                cells.append(f"{scores[c]:.1f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def verdicts(records: Sequence[EvalRecord]) -> list[str]:
+    """Per model, task and length: the best whole-document strategy against the best chunked one."""
+    lines: list[str] = []
+    for model in dict.fromkeys(r.model for r in records):
+        for task in _tasks(r for r in records if r.model == model):
+            mine = [r for r in records if r.model == model and task_column(r.task) == task]
+            whole = [r for r in mine if r.whole_document]
+            chunked = [r for r in mine if r.strategy.split("+")[0].split(":")[0] in ("chunk", "pcw")]
+            if not whole or not chunked:
+                continue
+            for group in [g.group for g in mine[0].groups]:
+                w = max(whole, key=lambda r: _group_score(r, group))
+                c = max(chunked, key=lambda r: _group_score(r, group))
+                ws, cs = _group_score(w, group), _group_score(c, group)
+                verdict = "whole wins" if ws > cs else "chunking wins" if cs > ws else "tie"
+                where = f"{TASK_TITLES.get(task, task)}" + (f" {group}" if group != "all" else "")
+                lines.append(
+                    f"- {model}, {where}: {verdict} — best whole {label(w, 1)} {ws:.1f} vs "
+                    f"best chunked {label(c, 1)} {cs:.1f}"
+                )
+    return lines or ["- (needs an extend strategy and a chunk or pcw strategy on the same task)"]
+
+
+def _group_score(record: EvalRecord, group: str) -> float:
+    found = next((g for g in record.groups if g.group == group), None)
+    if found is None:
+        return float("-inf")
+    return found.metrics["acc@1" if record.main_metric == "acc@1" else record.main_metric]
+
+
+def reference_rows() -> list[tuple[str, dict[str, float]]]:
+    """LongEmbed Table 2 (spec §3.1) as comparison rows."""
+    text = resources.files("ragidx.evaluate").joinpath("data/longembed_table2.json").read_text("utf-8")
+    return [(f"[paper] {row['model']}", row["scores"]) for row in json.loads(text)["rows"]]
+
+
+def compare_rows(
+    folders: Sequence[str | Path], reference: bool = True
+) -> tuple[list[str], list[tuple[str, dict[str, float]]]]:
+    """One table over several result folders, LongEmbed's Table 2 rows appended."""
+    records: list[EvalRecord] = []
+    for folder in folders:
+        if not (Path(folder) / RESULTS_FILE).is_file():
+            raise InputError(f"{folder}: no {RESULTS_FILE}; pass folders written by ragidx eval --out")
+        records += read_results(folder).records
+    tasks, rows = table_rows(records)
+    if reference:
+        shown = set(tasks)
+        for name, scores in reference_rows():
+            row = {t: v for t, v in scores.items() if t in shown}
+            if row and len(row) == len(shown):  # the same average as ours: over the tasks shown
+                row["avg"] = sum(row.values()) / len(row)
+            rows.append((name, row))
+    return tasks, rows

@@ -1,0 +1,434 @@
+"""Run evaluations: a grid of models × strategies × max lengths × tasks, resumable and cached.
+
+For each (model, strategy, max length, task) the runner plans every document with the strategy's
+:class:`~ragidx.longdoc.LongDocConfig` (``ragidx.longdoc.plan``, as ingest does), embeds the
+windows the cache does not hold with :class:`~ragidx.encoder.Encoder`, combines them
+(``ragidx.longdoc.combine``: one vector, or one per chunk), embeds the queries, scores every
+document of the group by exact inner product (a chunked document by its best chunk, max-sim, as
+``ragidx.retriever`` does), and computes the metrics. Records already in the output folder's
+``results.json`` are skipped, and embeddings are cached on disk per document
+(:mod:`ragidx.evaluate.cache`), so an interrupted or extended grid resumes without recomputing.
+"""
+
+from __future__ import annotations
+
+import platform
+import shlex
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ragidx import __version__
+from ragidx.encoder import Encoder, EncoderConfig, Window
+from ragidx.errors import ConfigError
+from ragidx.evaluate.cache import EmbeddingCache, content_hash, make_key
+from ragidx.evaluate.metrics import evaluate
+from ragidx.evaluate.report import (
+    EvalRecord,
+    EvalResults,
+    GroupScore,
+    Hardware,
+    Timing,
+    read_results,
+    write_results,
+)
+from ragidx.evaluate.strategies import Strategy, parse
+from ragidx.evaluate.tasks import LENGTHS, Task, TaskGroup, load_task
+from ragidx.extension.config import ExtensionConfig
+from ragidx.longdoc import EmbedPlan, LongDocConfig, combine, plan
+from ragidx.manifest import now
+from ragidx.trec import write_run
+
+FLUSH_TOKENS = 1 << 16  # embed (and write the cache) once this many tokens are pending
+TOP_K = 100
+
+
+class EvalProgress(Protocol):
+    """What the runner reports (the CLI draws it with rich)."""
+
+    def record(self, description: str, done: bool = False) -> None: ...
+    def stage(self, description: str, total: int) -> None: ...
+    def advance(self, amount: int) -> None: ...
+
+
+class _Silent:
+    def record(self, description: str, done: bool = False) -> None:
+        pass
+
+    def stage(self, description: str, total: int) -> None:
+        pass
+
+    def advance(self, amount: int) -> None:
+        pass
+
+
+class EvalGrid(BaseModel):
+    """What to run: the grid, where the data is, where results and the cache go."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    models: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
+    strategies: list[str] = Field(default_factory=lambda: ["chunk"], min_length=1)
+    max_lengths: list[int | None] = Field(default_factory=lambda: [4096], min_length=1)
+    tasks: list[str] = Field(min_length=1)
+    lengths: list[int] = Field(default_factory=lambda: list(LENGTHS), description="passkey/needle lengths")
+    seed: int = 0
+    data_dir: str | None = Field(None, description="evaluation data (default $RAGIDX_EVAL_DATA)")
+    out: str = Field(description="result folder")
+    cache_dir: str | None = Field(None, description="embedding cache (None: no disk cache)")
+    device: str = "auto"
+    batch_size: int | None = Field(None, ge=1)
+    force: bool = Field(False, description="recompute records already in results.json")
+
+    @field_validator("strategies")
+    @classmethod
+    def _parse(cls, value: list[str]) -> list[str]:
+        for spec in value:
+            parse(spec)
+        return value
+
+
+@dataclass
+class _Embedded:
+    doc_ids: list[str]
+    vectors: np.ndarray  # (n vectors, dim), each document's vectors contiguous
+    starts: np.ndarray  # first vector of each document
+    modes: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class _Stats:
+    embed_seconds: float = 0.0
+    tokens: int = 0
+    docs_embedded: int = 0
+    docs_cached: int = 0
+    queries_embedded: int = 0
+    queries_cached: int = 0
+
+
+class _Encoders:
+    """Loaded encoders, one per distinct (model, encoder overrides, active extension)."""
+
+    def __init__(self, device: str, batch_size: int | None):
+        self.device = device
+        self.batch_size = batch_size
+        self._loaded: dict[str, tuple[Encoder, str]] = {}
+
+    def get(self, model: str, overrides: dict[str, Any], extension: ExtensionConfig) -> tuple[Encoder, str]:
+        """The encoder and its identity key (weights fingerprint, pooling, prompts, window)."""
+        active = extension.method != "none" or extension.uses_tau
+        key = make_key(model=model, overrides=overrides, extension=extension.model_dump() if active else None)
+        if key not in self._loaded:
+            settings: dict[str, Any] = {"model": model, "device": self.device, **overrides}
+            if self.batch_size:
+                settings["batch_size"] = self.batch_size
+            encoder = Encoder(EncoderConfig(**settings), extension=extension if active else None)
+            self._loaded[key] = (encoder, make_key(encoder=encoder.describe()))
+        return self._loaded[key]
+
+
+def hardware(encoder: Encoder) -> Hardware:
+    device = str(encoder.device)
+    if encoder.device.type == "cuda":
+        device += f" ({torch.cuda.get_device_name(encoder.device)})"
+    return Hardware(
+        device=device,
+        cpu=platform.processor() or platform.machine(),
+        threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        platform=platform.platform(),
+    )
+
+
+def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str | None = None) -> EvalResults:
+    """Run every (model, strategy, max length, task) of ``grid`` not yet in its results; write
+    results.json, runs, results.md and plots into ``grid.out``; return all records there."""
+    from ragidx.evaluate.plots import write_plots
+    from ragidx.evaluate.report import markdown
+
+    progress = progress or _Silent()
+    out = Path(grid.out)
+    results = read_results(out)
+    program = Path(sys.argv[0]).name
+    command = command or shlex.join(["ragidx" if program == "__main__.py" else program, *sys.argv[1:]])
+    if command not in results.commands:
+        results.commands.append(command)
+    done = {r.key: i for i, r in enumerate(results.records)}
+    cache = EmbeddingCache(grid.cache_dir)
+    encoders = _Encoders(grid.device, grid.batch_size)
+    strategies = [parse(s) for s in grid.strategies]
+    for model in grid.models:
+        base, _ = encoders.get(model, {}, ExtensionConfig())
+        fingerprint = base.folder.fingerprint()
+        cache.load(fingerprint)
+        tasks = [
+            load_task(t, encoder=base, data=grid.data_dir, lengths=grid.lengths, seed=grid.seed)
+            for t in grid.tasks
+        ]
+        for task in tasks:
+            for strategy in strategies:
+                for max_length in _max_lengths(strategy, grid.max_lengths):
+                    key = (
+                        task.name,
+                        fingerprint,
+                        strategy.spec,
+                        max_length,
+                        grid.seed,
+                        tuple(g.name for g in task.groups),
+                    )
+                    if key in done and not grid.force:
+                        progress.record(
+                            f"{task.name} · {strategy.spec} @{max_length}: done earlier", done=True
+                        )
+                        continue
+                    progress.record(f"{model} · {task.name} · {strategy.spec} @{max_length}")
+                    record = evaluate_one(
+                        task, model, strategy, max_length, encoders, cache, out, grid.seed, progress
+                    )
+                    if key in done:
+                        results.records[done[key]] = record
+                    else:
+                        done[key] = len(results.records)
+                        results.records.append(record)
+                    write_results(out, results)
+                    progress.record(
+                        f"{task.name} · {strategy.spec}: {task.main_metric} {record.score:.1f}", done=True
+                    )
+    write_results(out, results)
+    (out / "results.md").write_text(markdown(results), encoding="utf-8")
+    try:
+        write_plots(results, out / "plots")
+    except ImportError:
+        progress.record("plots skipped: matplotlib is not installed (pip install 'ragidx[eval]')", done=True)
+    return results
+
+
+def _max_lengths(strategy: Strategy, lengths: Sequence[int | None]) -> list[int | None]:
+    """Max lengths that change this strategy: truncate ignores them, presets fix their own."""
+    if strategy.policy == "truncate":
+        return [None]
+    if strategy.preset is not None:
+        return [strategy.long_doc(None).extension.target_length]
+    return list(dict.fromkeys(lengths))
+
+
+def evaluate_one(
+    task: Task,
+    model: str,
+    strategy: Strategy,
+    max_length: int | None,
+    encoders: _Encoders,
+    cache: EmbeddingCache,
+    out: Path,
+    seed: int,
+    progress: EvalProgress,
+) -> EvalRecord:
+    """One record: every group of ``task`` embedded, searched and scored; the TREC run written."""
+    started = time.perf_counter()
+    long_doc = strategy.long_doc(max_length)
+    encoder, encoder_id = encoders.get(model, strategy.model_overrides, long_doc.extension)
+    stats = _Stats()
+    groups: list[GroupScore] = []
+    name = "__".join((_safe(task.name), _safe(strategy.spec), str(max_length or "window"), _safe(model)))
+    name += ".trec"
+    run_path = out / "runs" / name
+    run_path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = run_path.with_name(f".{name}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        for group in task.groups:
+            docs = embed_documents(encoder, encoder_id, strategy, long_doc, group, cache, stats, progress)
+            queries = embed_queries(encoder, encoder_id, long_doc.extension, group, cache, stats, progress)
+            ranked = search(queries, docs)
+            run = dict(zip(group.queries, ranked, strict=True))
+            for qid, hits in run.items():
+                write_run(handle, qid, hits, _safe(strategy.spec))
+            metrics = {k: 100 * v for k, v in evaluate(run, group.qrels).items()}
+            groups.append(
+                GroupScore(
+                    group=group.name,
+                    length=group.length,
+                    n_queries=len(group.queries),
+                    n_docs=len(group.corpus),
+                    metrics=metrics,
+                    embed_modes=dict(docs.modes),
+                )
+            )
+    temporary.replace(run_path)
+    means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
+    return EvalRecord(
+        task=task.name,
+        task_source=task.source,
+        main_metric=task.main_metric,
+        score=means[task.main_metric],
+        metrics=means,
+        groups=groups,
+        model=model,
+        model_fingerprint=encoder.folder.fingerprint(),
+        strategy=strategy.spec,
+        whole_document=strategy.whole_document,
+        max_length=max_length,
+        seed=seed,
+        parameters={
+            "long_doc": long_doc.model_dump(mode="json"),
+            "encoder_overrides": strategy.model_overrides,
+            "window": encoder.window_size,
+            "pooling": encoder.pooling.model_dump(mode="json"),
+        },
+        timing=Timing(
+            seconds=time.perf_counter() - started,
+            embed_seconds=stats.embed_seconds,
+            tokens_embedded=stats.tokens,
+            docs_embedded=stats.docs_embedded,
+            docs_cached=stats.docs_cached,
+            queries_embedded=stats.queries_embedded,
+            queries_cached=stats.queries_cached,
+        ),
+        hardware=hardware(encoder),
+        ragidx_version=__version__,
+        created=now().isoformat(),
+        run_file=str(run_path.relative_to(out)),
+    )
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.:" else "_" for c in text).replace(":", "-")
+
+
+def embed_documents(
+    encoder: Encoder,
+    encoder_id: str,
+    strategy: Strategy,
+    long_doc: LongDocConfig,
+    group: TaskGroup,
+    cache: EmbeddingCache,
+    stats: _Stats,
+    progress: EvalProgress,
+) -> _Embedded:
+    """Every document's vectors (from the cache, else embedded), in ``group.corpus`` order."""
+    fingerprint = encoder.folder.fingerprint()
+    found: dict[str, np.ndarray] = {}
+    modes: Counter[str] = Counter()
+    pending: list[tuple[str, str, str, EmbedPlan, list[Window]]] = []
+    for doc_id, text in group.corpus.items():
+        tokens = encoder.tokenize(text, "document")
+        if not len(tokens):
+            raise ConfigError(f"document {doc_id!r} has no tokens; remove it from the corpus")
+        extended = encoder.content_budget(tokens, extended=True) if long_doc.policy == "extend" else None
+        doc_plan = plan(len(tokens), encoder.content_budget(tokens), long_doc, extended)
+        modes[long_doc.extension.label() if doc_plan.mode == "extend" else doc_plan.mode] += 1
+        sha = content_hash(text)
+        key = _document_key(encoder_id, long_doc.extension, doc_plan, sha)
+        cached = cache.get(key)
+        if cached is not None:
+            found[doc_id] = cached
+            stats.docs_cached += 1
+            continue
+        windows = [encoder.window(tokens, s, e) for s, e in doc_plan.spans]
+        pending.append((doc_id, key, sha, doc_plan, windows))
+    total = sum(len(w.input_ids) for *_, windows in pending for w in windows)
+    progress.stage(f"{group.name}: embed documents", total)
+    batch: list[tuple[str, str, str, EmbedPlan, list[Window]]] = []
+    size = 0
+    for item in pending:
+        batch.append(item)
+        size += sum(len(w.input_ids) for w in item[4])
+        if size >= FLUSH_TOKENS:
+            _embed_batch(encoder, strategy, fingerprint, batch, found, cache, stats, progress)
+            batch, size = [], 0
+    _embed_batch(encoder, strategy, fingerprint, batch, found, cache, stats, progress)
+    doc_ids = list(group.corpus)
+    counts = [len(found[d]) for d in doc_ids]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return _Embedded(doc_ids, np.concatenate([found[d] for d in doc_ids]), starts, modes)
+
+
+def _document_key(encoder_id: str, extension: ExtensionConfig, doc_plan: EmbedPlan, sha: str) -> str:
+    """What decides a document's vectors (see :mod:`ragidx.evaluate.cache`)."""
+    recipe: dict[str, Any] = {"chunks": doc_plan.mode == "chunk", "spans": doc_plan.spans}
+    if doc_plan.mode == "extend":
+        recipe["extension"] = extension.model_dump(exclude={"query_tau"})
+    elif extension.tau != 1.0:
+        recipe["tau"] = extension.tau
+    return make_key(encoder=encoder_id, recipe=recipe, document=sha)
+
+
+def _embed_batch(
+    encoder: Encoder,
+    strategy: Strategy,
+    fingerprint: str,
+    batch: list[tuple[str, str, str, EmbedPlan, list[Window]]],
+    found: dict[str, np.ndarray],
+    cache: EmbeddingCache,
+    stats: _Stats,
+    progress: EvalProgress,
+) -> None:
+    if not batch:
+        return
+    windows = [w for *_, ws in batch for w in ws]
+    started = time.perf_counter()
+    raw = encoder.embed_windows(windows, normalize=False, on_batch=progress.advance)
+    stats.embed_seconds += time.perf_counter() - started
+    stats.tokens += sum(len(w.input_ids) for w in windows)
+    at = 0
+    for doc_id, key, sha, doc_plan, ws in batch:
+        vectors, _ = combine(doc_plan, raw[at : at + len(ws)])
+        at += len(ws)
+        found[doc_id] = vectors
+        cache.put(key, vectors, model=fingerprint, strategy=strategy.spec, kind="document", sha256=sha)
+        stats.docs_embedded += 1
+    cache.flush()
+
+
+def embed_queries(
+    encoder: Encoder,
+    encoder_id: str,
+    extension: ExtensionConfig,
+    group: TaskGroup,
+    cache: EmbeddingCache,
+    stats: _Stats,
+    progress: EvalProgress,
+) -> np.ndarray:
+    """Every query's vector (cached per encoder, query-side τ and text), in ``group.queries`` order."""
+    tau = extension.tau_for("query")
+    keys = [make_key(encoder=encoder_id, tau=tau, query=content_hash(t)) for t in group.queries.values()]
+    vectors: list[np.ndarray | None] = [cache.get(k) for k in keys]
+    missing = [i for i, v in enumerate(vectors) if v is None]
+    texts = list(group.queries.values())
+    progress.stage(f"{group.name}: embed queries", len(missing))
+    if missing:
+        started = time.perf_counter()
+        fresh, _ = encoder.embed([texts[i] for i in missing], role="query")
+        stats.embed_seconds += time.perf_counter() - started
+        fingerprint = encoder.folder.fingerprint()
+        for i, vector in zip(missing, fresh, strict=True):
+            vectors[i] = vector[None, :]
+            cache.put(
+                keys[i],
+                vector[None, :],
+                model=fingerprint,
+                strategy="query",
+                kind="query",
+                sha256=content_hash(texts[i]),
+            )
+        cache.flush()
+        progress.advance(len(missing))
+    stats.queries_embedded += len(missing)
+    stats.queries_cached += len(texts) - len(missing)
+    return np.concatenate([v for v in vectors if v is not None])
+
+
+def search(queries: np.ndarray, docs: _Embedded, k: int = TOP_K) -> list[list[tuple[str, float]]]:
+    """Top-k documents per query by inner product; a document scores as its best vector (max-sim).
+    Ties keep corpus order."""
+    sims = queries @ docs.vectors.T
+    per_doc = np.maximum.reduceat(sims, docs.starts, axis=1)
+    order = np.argsort(-per_doc, axis=1, kind="stable")[:, : min(k, len(docs.doc_ids))]
+    return [[(docs.doc_ids[j], float(per_doc[i, j])) for j in row] for i, row in enumerate(order)]

@@ -1,0 +1,80 @@
+"""``ragidx eval``, ``eval grid`` and ``eval compare`` through Typer's CliRunner (tiny random model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragidx.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def evaluated(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("eval") / "out"
+    args = ["eval", "-t", "passkey", "-m", str(tiny_model), "-s", "truncate", "-s", "extend:pi"]
+    args += ["--lengths", "256", "--max-length", "256", "--out", str(out), "--device", "cpu"]
+    result = runner.invoke(app, [*args, "--cache-dir", str(out.parent / "cache"), "--json"])
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)["records"]
+    assert [(r["task"], r["strategy"]) for r in records] == [
+        ("passkey", "truncate"),
+        ("passkey", "extend:pi"),
+    ]
+    return out
+
+
+def test_eval_writes_the_result_folder(evaluated: Path) -> None:
+    assert {p.name for p in evaluated.iterdir()} == {"results.json", "results.md", "runs", "plots"}
+    assert len(list((evaluated / "runs").glob("*.trec"))) == 2
+
+
+def test_compare_shows_folders_and_the_paper_rows(evaluated: Path) -> None:
+    result = runner.invoke(app, ["eval", "compare", str(evaluated), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r["scores"] for r in json.loads(result.stdout)["rows"]}
+    assert set(rows["truncate"]) == {"passkey", "avg"}
+    assert rows["[paper] E5-Base"] == {"passkey": 38.0, "avg": 38.0}
+    table = runner.invoke(app, ["eval", "compare", str(evaluated), "--no-reference"])
+    assert "extend:pi @256" in table.stdout and "[paper]" not in table.stdout
+
+
+def test_grid_file_resumes_the_same_folder(evaluated: Path, tiny_model: Path, tmp_path: Path) -> None:
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        f'models = ["{tiny_model}"]\nstrategies = ["truncate"]\ntasks = ["passkey"]\nlengths = [256]\n'
+        f'out = "{evaluated}"\ncache_dir = "{evaluated.parent / "cache"}"\ndevice = "cpu"\n'
+    )
+    result = runner.invoke(app, ["eval", "grid", str(grid)])
+    assert result.exit_code == 0, result.output
+    assert "done earlier" in result.output
+    assert len(json.loads((evaluated / "results.json").read_text())["records"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["eval", "--out", "x"], 2, "give at least one --task"),
+        (["eval", "-t", "passkey"], 2, "give --out DIR"),
+        (["eval", "-t", "passkey", "-s", "chunk+pcw", "--out", "x"], 2, "one base strategy only"),
+        (["eval", "-t", "passkey", "--max-length", "2k", "--out", "x"], 2, "'2k' is not a whole number"),
+        (["eval", "compare", "no-such-folder"], 1, "no-such-folder: no results.json"),
+    ],
+)
+def test_bad_input_is_one_line_and_an_exit_code(
+    args: list[str], code: int, message: str, tmp_path: Path
+) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == code and message in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_bad_grid_file_names_the_file(tmp_path: Path) -> None:
+    grid = tmp_path / "grid.toml"
+    grid.write_text('tasks = ["passkey"]\nout = "o"\nstrategies = ["nope"]\n')
+    result = runner.invoke(app, ["eval", "grid", str(grid)])
+    assert result.exit_code == 2 and f"{grid}: strategy nope: unknown part" in result.output
