@@ -81,7 +81,9 @@ class IngestReport:
     window_tokens: int = 0
     vectors: int = 0
     seconds: float = 0.0
-    embed_seconds: float = 0.0
+    embed_seconds: float = 0.0  # --engine ray: the wall time of the Ray job
+    engine: str = "local"
+    workers: int = 1
 
     @property
     def tokens_per_second(self) -> float:
@@ -105,6 +107,8 @@ class IngestReport:
             "seconds": round(self.seconds, 3),
             "embed_seconds": round(self.embed_seconds, 3),
             "tokens_per_second": round(self.tokens_per_second, 1),
+            "engine": self.engine,
+            "workers": self.workers,
         }
 
 
