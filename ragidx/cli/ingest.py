@@ -97,6 +97,14 @@ def ingest_command(
     faiss_factory: Annotated[
         str | None, typer.Option(help="FAISS factory string: Flat (exact), HNSW32, IVF256,Flat, …")
     ] = None,
+    faiss_shards: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Split the vectors over N FAISS files searched as one (faiss.IndexShards); for indexes "
+            "beyond one file or machine. Fixed when the index is created.",
+        ),
+    ] = None,
     include: Annotated[list[str] | None, typer.Option(help="Glob to keep (repeatable).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Glob to drop (repeatable).")] = None,
     prune: Annotated[
@@ -179,7 +187,7 @@ def ingest_command(
                 "query_tau": query_tau,
             },
         },
-        index={"factory": faiss_factory},
+        index={"factory": faiss_factory, "shards": faiss_shards},
         ingest={"include": include or None, "exclude": exclude or None, "prune": prune, "strict": strict},
     )
     columns = (
