@@ -87,13 +87,14 @@ def ingest_ray(
             for item in list_files(path, config.ingest.include, config.ingest.exclude)
             if not isinstance(item, Skipped)
         ]
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        workers = workers or _default_workers(ray.cluster_resources(), gpus_per_worker)
-        model = _worker_model(config.model, gpus_per_worker)
         embed_started = time.perf_counter()
         fresh, window_tokens = set(), 0
         if files:
+            if not ray.is_initialized():
+                local = {"include_dashboard": False} if address is None else {}  # joining: the cluster's
+                ray.init(address=address, log_to_driver=False, **local)
+            workers = workers or _default_workers(ray.cluster_resources(), gpus_per_worker)
+            model = _worker_model(config.model, gpus_per_worker)
             dataset = ray.data.from_items(files).map_batches(
                 EncoderActor,
                 batch_size=files_per_batch,
@@ -117,7 +118,7 @@ def ingest_ray(
                 window_tokens += int(batch["window_tokens"].sum())
         embed_seconds = time.perf_counter() - embed_started
         report = commit_files(index, paths, config, progress, fresh=frozenset(fresh))
-    report.engine, report.workers = "ray", workers
+    report.engine, report.workers = "ray", workers or 0
     report.window_tokens += window_tokens
     report.embed_seconds += embed_seconds
     report.seconds = time.perf_counter() - started
