@@ -61,7 +61,8 @@ def test_ray_builds_the_index_a_local_ingest_builds(
     local_ray: None, tmp_path: Path, tiny_model: Path
 ) -> None:
     docs = _folder(tmp_path / "docs")
-    config = tiny_config(tiny_model, {"policy": "chunk", "chunk_size": 40, "overlap": 8}, batch_tokens=256)
+    chunked = {"policy": "chunk", "chunk_size": 40, "overlap": 8}
+    config = tiny_config(tiny_model, chunked, batch_tokens=256, stream_bytes=2000)  # long-a.md streamed
     local = ingest(docs, tmp_path / "local", config)
     distributed = ingest_ray(docs, tmp_path / "ray", config, workers=2, files_per_batch=2)
     assert (distributed.engine, distributed.workers) == ("ray", 2)
@@ -71,13 +72,15 @@ def test_ray_builds_the_index_a_local_ingest_builds(
     assert _skips(distributed) == _skips(local) and len(local.skipped) == 1  # broken.txt, same reason
     assert "broken.txt" in local.skipped[0].source
     _same_index(tmp_path / "local", tmp_path / "ray")
+    assert Index.open(tmp_path / "ray").store.document("long-a.md").metadata["streamed"] is True
 
 
 def test_killed_ray_ingest_resumes_from_its_shards_and_a_rerun_skips_everything(
     local_ray: None, tmp_path: Path, tiny_model: Path
 ) -> None:
-    docs = write_docs(tmp_path / "docs", 6)
-    config = tiny_config(tiny_model)
+    docs = write_docs(tmp_path / "docs", 5)
+    (docs / "long.txt").write_text(long_text(300, seed=9))  # pcw: the mean of its chunks
+    config = tiny_config(tiny_model, {"policy": "pcw", "chunk_size": 40})
 
     def die() -> None:
         raise RuntimeError("killed before the commit")
@@ -88,7 +91,7 @@ def test_killed_ray_ingest_resumes_from_its_shards_and_a_rerun_skips_everything(
     resumed = ingest_ray(docs, tmp_path / "ix", config, workers=1)
     assert (resumed.added, resumed.resumed, resumed.window_tokens) == (6, 6, 0)  # nothing embedded again
     local = ingest(docs, tmp_path / "local", config)
-    assert local.resumed == 0
+    assert local.resumed == 0 and local.by_mode == resumed.by_mode == {"whole": 5, "pcw": 1}
     _same_index(tmp_path / "local", tmp_path / "ix")
 
     generation = Index.open(tmp_path / "ix").manifest.generation
