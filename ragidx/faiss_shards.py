@@ -6,7 +6,8 @@ vectors over ``N`` :class:`~ragidx.faiss_index.FaissIndex` shards, vector id ``v
 own file (see ``ragidx.index``), so shards can be loaded, rebuilt or served separately. Factories
 that need training are trained once, on the first commit's vectors, and every shard starts as a
 copy of that trained, empty index: all shards share one coarse quantizer (IVF) or codebook (PQ),
-which is what makes a sharded search return exactly what one index over the same vectors returns.
+which is what makes a sharded search return exactly what one index over the same vectors returns
+(Flat, IVF, PQ; HNSW shards are separate graphs, approximate as one graph is, not identical to it).
 Searches go through ``faiss.IndexShards`` (ids kept, results merged by score); each shard searches
 on a GPU clone where faiss has GPU support, shard ``i`` on GPU ``i % n_gpus``.
 
