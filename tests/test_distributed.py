@@ -3,6 +3,7 @@ resumable from its shards, bad files reported exactly as locally."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from ragidx import faults
 from ragidx.distributed import ingest_ray
+from ragidx.errors import ConfigError
 from ragidx.index import Index
 from ragidx.ingestion import IngestReport, ingest
 from tests.conftest import long_text, tiny_config, write_docs
@@ -98,3 +100,13 @@ def test_killed_ray_ingest_resumes_from_its_shards_and_a_rerun_skips_everything(
     again = ingest_ray(docs, tmp_path / "ix", config, workers=1)
     assert (again.added, again.updated, again.unchanged, again.window_tokens) == (0, 0, 6, 0)
     assert Index.open(tmp_path / "ix").manifest.generation == generation  # nothing written
+
+
+def test_without_ray_the_error_says_what_to_install(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
+    docs = write_docs(tmp_path / "docs", 1)
+    with pytest.raises(ConfigError, match=r"pip install 'ragidx\[ray\]'"):
+        ingest_ray(docs, tmp_path / "ix", tiny_config(tiny_model))
+    assert not (tmp_path / "ix").exists()
