@@ -25,6 +25,7 @@ ships the actor class between the processes of the cluster with cloudpickle.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -35,7 +36,7 @@ import numpy as np
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document, Skipped, list_files, read_documents
 from ragidx.encoder import EncoderConfig
-from ragidx.errors import ConfigError
+from ragidx.errors import ConfigError, ModelError
 from ragidx.faiss_index import FaissIndex
 from ragidx.index import Index
 from ragidx.ingestion import IngestReport, Progress, check_paths, commit_files, open_for_ingest
@@ -111,11 +112,17 @@ def ingest_ray(
                 },
             )
             partial: dict[str, list[np.ndarray]] = {}
-            for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-                vectors = _complete_documents(batch, partial)
-                staging.save(vectors)
-                fresh.update(vectors)
-                window_tokens += int(batch["window_tokens"].sum())
+            try:
+                for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+                    vectors = _complete_documents(batch, partial)
+                    staging.save(vectors)
+                    fresh.update(vectors)
+                    window_tokens += int(batch["window_tokens"].sum())
+            except ray.exceptions.RayError as exc:
+                raise ModelError(
+                    f"{directory}: the Ray job failed ({_last_line(exc)}); nothing was committed, the "
+                    f"{len(fresh)} documents embedded are kept: fix it and re-run to resume"
+                ) from exc
         embed_seconds = time.perf_counter() - embed_started
         report = commit_files(index, paths, config, progress, fresh=frozenset(fresh))
     report.engine, report.workers = "ray", workers or 0
@@ -232,6 +239,12 @@ def _complete_documents(
         if all(v.size for v in vectors):
             done[key] = np.stack(partial.pop(key))
     return done
+
+
+def _last_line(exc: Exception) -> str:
+    """The cause of a Ray failure: the last line of the remote traceback Ray puts in the message."""
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
+    return re.sub(r"^(?:[\w]+\.)+(\w+: )", r"\1", lines[-1]) if lines else type(exc).__name__
 
 
 def _worker_model(model: EncoderConfig, gpus_per_worker: float) -> EncoderConfig:

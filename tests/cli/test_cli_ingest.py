@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ragidx.cli import app
+from ragidx.index import Index
 from tests.conftest import long_text
 
 runner = CliRunner()
@@ -175,3 +176,21 @@ def test_ray_options_need_the_ray_engine(tmp_path: Path, tiny_model: Path) -> No
     assert result.exit_code == 2
     assert "need --engine ray" in result.output
     assert not (tmp_path / "ix").exists()
+
+
+def test_ray_job_failure_is_one_line_and_commits_nothing(
+    local_ray: None, tmp_path: Path, tiny_model: Path
+) -> None:
+    docs = _docs(tmp_path / "docs")
+    ix = str(tmp_path / "ix")
+    assert runner.invoke(app, ["ingest", str(docs), "-i", ix, "--model", str(tiny_model)]).exit_code == 0
+    (docs / "c.txt").write_text("A new document the workers cannot embed.")
+    # the index exists, so only the Ray actors load the model, and that model folder is missing
+    missing = str(tmp_path / "no-such-model")
+    args = ["ingest", str(docs), "-i", ix, "--engine", "ray", "--workers", "1", "--model", missing]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "the Ray job failed (ModelError: " in error[0], result.stderr[-2000:]
+    assert "no-such-model" in error[0] and "re-run to resume" in error[0]
+    assert len(Index.open(ix)) == 2  # nothing committed
