@@ -26,6 +26,7 @@ _EXPORTS = {
     "RagidxConfig": "ragidx.config",
     "SearchResult": "ragidx.retriever",
     "ingest": "ragidx.ingestion",
+    "ingest_ray": "ragidx.distributed",
     "delete": "ragidx.deletion",
     "verify": "ragidx.integrity",
 }
@@ -34,6 +35,7 @@ __all__ = [*_EXPORTS, "__version__"]
 if TYPE_CHECKING:
     from ragidx.config import RagidxConfig
     from ragidx.deletion import delete
+    from ragidx.distributed import ingest_ray
     from ragidx.encoder import Encoder, EncoderConfig
     from ragidx.index import Index
     from ragidx.ingestion import IngestReport, ingest

@@ -178,32 +178,60 @@ def iter_documents(
 
     Raises :class:`InputError` at call time when ``path`` does not exist.
     """
+    files = list_files(path, include, exclude)
+    return _read_listed(files, stream_bytes)
+
+
+def _read_listed(
+    files: Iterator[tuple[Path, str] | Skipped], stream_bytes: int
+) -> Iterator[Document | Skipped]:
+    for item in files:
+        if isinstance(item, Skipped):
+            yield item
+        else:
+            yield from read_documents(*item, stream_bytes)
+
+
+def list_files(
+    path: str | Path, include: Sequence[str] = (), exclude: Sequence[str] = ()
+) -> Iterator[tuple[Path, str] | Skipped]:
+    """The files :func:`iter_documents` reads under ``path``, in its order, as ``(file, doc_id)``,
+    with a :class:`Skipped` where a directory or link cannot be used. Reads no file contents:
+    a distributed ingest lists on the driver and reads with :func:`read_documents` in workers.
+
+    Raises :class:`InputError` at call time when ``path`` does not exist.
+    """
     root = Path(path)
     if not root.exists():
         raise InputError(f"{path}: no such file or directory")
     include = tuple(include)
     exclude = tuple(exclude)
     if root.is_dir():
-        return _walk_dir(root, include, exclude, stream_bytes)
-    return _single_file(root, include, exclude, stream_bytes)
+        return _walk_dir(root, include, exclude)
+    return _single_file(root, include, exclude)
+
+
+def read_documents(file: Path, doc_id: str, stream_bytes: int = STREAM_BYTES) -> Iterator[Document | Skipped]:
+    """The documents of one listed file (see :func:`list_files`), and a :class:`Skipped` per failure."""
+    return _iter_file(file, doc_id, stream_bytes)
 
 
 def _single_file(
-    file: Path, include: tuple[str, ...], exclude: tuple[str, ...], stream_bytes: int
-) -> Iterator[Document | Skipped]:
+    file: Path, include: tuple[str, ...], exclude: tuple[str, ...]
+) -> Iterator[tuple[Path, str] | Skipped]:
     name = file.name
     if not _selected(name, name, include, exclude):
         return
     if not file.is_file():
         yield Skipped(_abs(file), "not a regular file")
         return
-    yield from _iter_file(file, _printable(name), stream_bytes)
+    yield file, _printable(name)
 
 
 def _walk_dir(
-    root: Path, include: tuple[str, ...], exclude: tuple[str, ...], stream_bytes: int
-) -> Iterator[Document | Skipped]:
-    def walk(folder: Path, rel_parts: tuple[str, ...]) -> Iterator[Document | Skipped]:
+    root: Path, include: tuple[str, ...], exclude: tuple[str, ...]
+) -> Iterator[tuple[Path, str] | Skipped]:
+    def walk(folder: Path, rel_parts: tuple[str, ...]) -> Iterator[tuple[Path, str] | Skipped]:
         try:
             with os.scandir(folder) as scan:
                 entries = sorted(scan, key=lambda e: e.name)
@@ -236,7 +264,7 @@ def _walk_dir(
                 continue
             if not entry_path.is_file():
                 continue
-            yield from _iter_file(entry_path, _printable(rel), stream_bytes)
+            yield entry_path, _printable(rel)
 
     return walk(root, ())
 

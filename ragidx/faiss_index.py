@@ -28,6 +28,7 @@ class FaissConfig(BaseModel):
     factory: str = Field("Flat", description="FAISS factory string, e.g. Flat, HNSW32, IVF256,Flat")
     gpu: Literal["auto", "never", "always"] = Field("auto", description="search on a GPU clone")
     search_params: str = Field("", description="FAISS search parameters, e.g. 'nprobe=32' or 'efSearch=128'")
+    shards: int = Field(1, ge=1, description="split vectors over this many FAISS files (ragidx.faiss_shards)")
 
     @field_validator("factory")
     @classmethod
@@ -76,6 +77,10 @@ class FaissIndex:
     def to_bytes(self) -> bytes:
         return faiss.serialize_index(self.index).tobytes()
 
+    def shard_bytes(self) -> list[bytes]:
+        """The saved form, one payload per file (one: this index is not sharded)."""
+        return [self.to_bytes()]
+
     @property
     def ntotal(self) -> int:
         return int(self.index.ntotal)
@@ -93,53 +98,79 @@ class FaissIndex:
             return
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if not self.index.is_trained:
-            try:
-                self.index.train(vectors)
-            except RuntimeError as exc:
-                raise ConfigError(
-                    f"FAISS factory {self.config.factory!r} could not be trained on "
-                    f"{len(vectors)} vectors ({_faiss_reason(exc)}); ingest more documents "
-                    "at once or use a smaller factory such as Flat"
-                ) from exc
+            self.train(vectors)
         self.index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
         self._search_index = None
 
+    def train(self, vectors: np.ndarray) -> None:
+        """Train the (empty) index on ``vectors`` without adding them."""
+        try:
+            self.index.train(np.ascontiguousarray(vectors, dtype=np.float32))
+        except RuntimeError as exc:
+            raise ConfigError(
+                f"FAISS factory {self.config.factory!r} could not be trained on "
+                f"{len(vectors)} vectors ({_faiss_reason(exc)}); ingest more documents "
+                "at once or use a smaller factory such as Flat"
+            ) from exc
+
     def remove(self, ids: np.ndarray) -> None:
-        """Remove vectors by id; indexes without removal support (HNSW) are rebuilt."""
+        """Remove vectors by id. Indexes FAISS cannot remove from in place are rebuilt from the
+        others, keeping their training: HNSW (no removal) and IVF (IDMap2 would renumber its
+        internal ids while the inverted lists keep the old ones, mislabelling every later vector)."""
         if len(ids) == 0:
             return
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         try:
+            if _ivf(self.index) is not None:
+                raise RuntimeError("IVF: rebuild")
             self.index.remove_ids(ids)
         except RuntimeError:
             keep = np.setdiff1d(self.ids(), ids)
-            fresh = FaissIndex.create(self.dim, self.config)
-            fresh.add(self.reconstruct(keep), keep)
-            self.index = fresh.index
+            vectors = self.reconstruct(keep)
+            fresh = faiss.clone_index(self.index)
+            fresh.reset()  # empty, still trained
+            fresh.add_with_ids(vectors, keep)
+            self.index = fresh
         self._search_index = None
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         """The stored vectors with these ids, float32 (n, dim) (approximate for compressed factories)."""
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
-        for row, vid in enumerate(ids):
-            out[row] = self.index.reconstruct(int(vid))
+        ivf = _ivf(self.index)
+        if ivf is not None:
+            ivf.make_direct_map()  # IVF finds a vector by its id only through a direct map
+        try:
+            for row, vid in enumerate(ids):
+                out[row] = self.index.reconstruct(int(vid))
+        finally:
+            if ivf is not None:
+                ivf.set_direct_map_type(faiss.DirectMap.NoMap)
         return out
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, ids) per query; missing results have id -1."""
-        index = self._searcher()
+        index = self.searcher()
         k = max(1, min(k, self.ntotal)) if self.ntotal else 1
         return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
 
-    def _searcher(self) -> faiss.Index:
+    def searcher(self, device: int | None = None) -> faiss.Index:
+        """The index searches run on: a GPU clone where faiss has GPU support and GPUs are visible
+        (``device``: on GPU ``device % n_gpus``; ``None``: split over every GPU when there are
+        several, ``index_cpu_to_all_gpus`` with sharding), else the CPU index; search parameters set."""
         if self._search_index is not None:
             return self._search_index
         index = self.index
-        if self.config.gpu != "never" and _gpu_count() > 0:
+        gpus = _gpu_count() if self.config.gpu != "never" else 0
+        if gpus > 0:
             try:
-                resources = faiss.StandardGpuResources()
-                index = faiss.index_cpu_to_gpu(resources, 0, self.index)
-                index.referenced_resources = resources  # keep alive with the index
+                if device is None and gpus > 1:
+                    options = faiss.GpuMultipleClonerOptions()
+                    options.shard = True
+                    index = faiss.index_cpu_to_all_gpus(self.index, options)
+                else:
+                    resources = faiss.StandardGpuResources()
+                    index = faiss.index_cpu_to_gpu(resources, (device or 0) % gpus, self.index)
+                    index.referenced_resources = resources  # keep alive with the index
                 self.on_gpu = True
             except RuntimeError:  # e.g. HNSW has no GPU version: search on the CPU
                 if self.config.gpu == "always":
@@ -158,6 +189,11 @@ class FaissIndex:
                 ) from exc
         self._search_index = index
         return index
+
+
+def _ivf(index: faiss.Index) -> faiss.IndexIVF | None:
+    """The IVF index inside ragidx's IDMap2 layer, if the factory is an IVF one."""
+    return faiss.try_extract_index_ivf(faiss.downcast_index(index.index))
 
 
 def _gpu_count() -> int:

@@ -4,6 +4,8 @@ Layout of ``DIR``::
 
     manifest.json                 # the current generation (see ragidx.manifest)
     vectors-000003.faiss          # FAISS index (IDMap2 over the factory), FAISS binary format
+                                  # or, with [index] shards = N, vectors-000003-s000.faiss …
+                                  # (manifest keys faiss.0 …; see ragidx.faiss_shards)
     documents-000003.parquet      # one row per document
     chunks-000003.parquet         # one row per vector id
 
@@ -35,7 +37,8 @@ import numpy as np
 from ragidx import __version__, faults
 from ragidx.encoder import Encoder, EncoderConfig
 from ragidx.errors import IndexFormatError, ModelError
-from ragidx.faiss_index import FaissConfig, FaissIndex
+from ragidx.faiss_index import FaissConfig
+from ragidx.faiss_shards import VectorIndex, create_vectors, vectors_from_bytes
 from ragidx.longdoc import LongDocConfig
 from ragidx.manifest import (
     MANIFEST_NAME,
@@ -51,7 +54,7 @@ from ragidx.store import DocumentRecord, Store, VectorRecord
 if TYPE_CHECKING:
     from ragidx.retriever import Per, SearchResult, Where
 
-DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})\.(faiss|parquet)$")
+DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})(?:-s\d{3})?\.(faiss|parquet)$")
 
 
 class Index:
@@ -61,7 +64,7 @@ class Index:
         self,
         directory: Path | None,
         manifest: Manifest,
-        vectors: FaissIndex,
+        vectors: VectorIndex,
         store: Store,
         encoder: Encoder | None = None,
         encoder_config: EncoderConfig | None = None,
@@ -115,7 +118,7 @@ class Index:
             long_doc=long_doc or LongDocConfig(),
             faiss=faiss_config,
         )
-        vectors = FaissIndex.create(encoder.dim, faiss_config)
+        vectors = create_vectors(encoder.dim, faiss_config)
         return cls(directory, manifest, vectors, Store.empty(), encoder=None if external else encoder)
 
     @property
@@ -288,12 +291,11 @@ class Index:
         self.directory.mkdir(parents=True, exist_ok=True)
         generation = self.manifest.generation + 1
         documents, chunks = self.store.to_bytes()
-        payloads = {"faiss": self.vectors.to_bytes(), "documents": documents, "chunks": chunks}
-        names = {
-            "faiss": f"vectors-{generation:06d}.faiss",
-            "documents": f"documents-{generation:06d}.parquet",
-            "chunks": f"chunks-{generation:06d}.parquet",
-        }
+        shards = self.vectors.shard_bytes()
+        payloads = {**_faiss_keys(shards), "documents": documents, "chunks": chunks}
+        names = {key: _faiss_file(key, generation) for key in payloads if key.startswith("faiss")}
+        names["documents"] = f"documents-{generation:06d}.parquet"
+        names["chunks"] = f"chunks-{generation:06d}.parquet"
         files: dict[str, FileEntry] = {}
         try:
             for key, payload in payloads.items():
@@ -358,7 +360,20 @@ def _check_new_directory(directory: Path) -> None:
         raise IndexFormatError(f"{directory}: exists and is not a directory")
 
 
-def load_generation(directory: Path, attempts: int = 5) -> tuple[Manifest, FaissIndex, Store]:
+def _faiss_keys(shards: list[bytes]) -> dict[str, bytes]:
+    """Manifest keys of the FAISS files: ``faiss`` for one index, ``faiss.0`` … for shards."""
+    if len(shards) == 1:
+        return {"faiss": shards[0]}
+    return {f"faiss.{number}": payload for number, payload in enumerate(shards)}
+
+
+def _faiss_file(key: str, generation: int) -> str:
+    if key == "faiss":
+        return f"vectors-{generation:06d}.faiss"
+    return f"vectors-{generation:06d}-s{int(key.partition('.')[2]):03d}.faiss"
+
+
+def load_generation(directory: Path, attempts: int = 5) -> tuple[Manifest, VectorIndex, Store]:
     """Read the current generation: manifest, checked data files, FAISS index and store. A
     commit that switches the manifest while this runs makes it read the new generation instead."""
     for attempt in range(attempts):
@@ -370,17 +385,19 @@ def load_generation(directory: Path, attempts: int = 5) -> tuple[Manifest, Faiss
             switched = Manifest.read(directory).generation != manifest.generation
             if not switched or attempt == attempts - 1:
                 raise
-    missing = {"faiss", "documents", "chunks"} - data.keys()
+    keys = ["faiss"] if manifest.faiss.shards == 1 else [f"faiss.{n}" for n in range(manifest.faiss.shards)]
+    missing = [key for key in (*keys, "documents", "chunks") if key not in data]
     if missing:
-        raise IndexFormatError(f"{directory / MANIFEST_NAME}: lists no {sorted(missing)[0]} file")
+        raise IndexFormatError(f"{directory / MANIFEST_NAME}: lists no {missing[0]} file")
+    shards = [data[key] for key in keys]
     source = str(directory)
-    vectors = FaissIndex.from_bytes(data["faiss"], manifest.faiss, source)
+    vectors = vectors_from_bytes(shards, manifest.faiss, source)
     store = Store.from_bytes(data["documents"], data["chunks"], source)
     check_agreement(directory, manifest, vectors, store)
     return manifest, vectors, store
 
 
-def check_agreement(directory: Path, manifest: Manifest, vectors: FaissIndex, store: Store) -> None:
+def check_agreement(directory: Path, manifest: Manifest, vectors: VectorIndex, store: Store) -> None:
     """FAISS and the store must hold exactly the same vector ids, of the manifest's dimension."""
     if vectors.ntotal != store.n_vectors or vectors.dim != manifest.encoder.dim:
         raise IndexFormatError(

@@ -81,7 +81,9 @@ class IngestReport:
     window_tokens: int = 0
     vectors: int = 0
     seconds: float = 0.0
-    embed_seconds: float = 0.0
+    embed_seconds: float = 0.0  # --engine ray: the wall time of the Ray job
+    engine: str = "local"
+    workers: int = 1
 
     @property
     def tokens_per_second(self) -> float:
@@ -105,6 +107,8 @@ class IngestReport:
             "seconds": round(self.seconds, 3),
             "embed_seconds": round(self.embed_seconds, 3),
             "tokens_per_second": round(self.tokens_per_second, 1),
+            "engine": self.engine,
+            "workers": self.workers,
         }
 
 
@@ -133,45 +137,76 @@ def ingest(
     documents under ``paths`` whose source disappeared; commits once at the end.
     """
     config = config or RagidxConfig()
-    progress = progress or _Silent()
+    paths = check_paths(paths)
+    started = time.perf_counter()
+    directory = Path(index_dir)
+    with WriterLock(directory):
+        index = open_for_ingest(directory, config)
+        report = commit_files(index, paths, config, progress)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def check_paths(paths: str | Path | Sequence[str | Path]) -> list[str | Path]:
+    """``paths`` as a list, every one of them existing (else :class:`InputError`)."""
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
     for path in paths:
         if not Path(path).exists():
             raise InputError(f"{path}: no such file or directory")
-    started = time.perf_counter()
-    directory = Path(index_dir)
-    with WriterLock(directory):
-        index = _open_or_create(directory, config)
-        index.remove_leftovers()
-        run = _Run(index, config, progress, IngestReport(index=str(index_dir)))
-        for path in paths:
-            options = config.ingest
-            for item in iter_documents(path, options.include, options.exclude, options.stream_bytes):
-                run.take(item)
-        run.flush()
-        report = run.report
-        if config.ingest.prune:
-            run.prune(paths)
-        changed = report.added + report.updated + report.removed
-        if not changed and not Index.exists(directory):
-            found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
-            raise InputError(
-                f"{', '.join(map(str, paths))}: no documents to ingest ({found}); supported: "
-                ".txt .md .html .htm .pdf .jsonl"
-            )
-        if config.ingest.strict and report.skipped:
-            first = report.skipped[0]
-            raise InputError(
-                f"{len(report.skipped)} skipped under --strict (first: {first.source}: {first.reason}); "
-                "nothing was committed; fix or exclude them, or drop --strict (embedded batches are kept "
-                "and reused)"
-            )
-        if changed:
-            faults.point("before-commit")
-            index.commit()
-        if run.staging:
-            run.staging.clear()
-    report.seconds = time.perf_counter() - started
+    return paths
+
+
+def open_for_ingest(directory: Path, config: RagidxConfig) -> Index:
+    """The index at ``directory`` (or a new one, uncommitted) with a crashed writer's leftovers
+    removed; call under the index's writer lock."""
+    index = _open_or_create(directory, config)
+    index.remove_leftovers()
+    return index
+
+
+def commit_files(
+    index: Index,
+    paths: Sequence[str | Path],
+    config: RagidxConfig,
+    progress: Progress | None = None,
+    *,
+    fresh: frozenset[str] = frozenset(),
+) -> IngestReport:
+    """Read ``paths`` into ``index`` (embedding what the checkpoints do not hold), prune, and
+    commit once; the body of :func:`ingest`, under the writer lock its caller holds. ``fresh``:
+    content sha256 of documents a distributed run embedded into the checkpoints just now (not
+    counted as resumed)."""
+    progress = progress or _Silent()
+    directory = index.directory
+    assert directory is not None
+    run = _Run(index, config, progress, IngestReport(index=str(directory)), fresh=fresh)
+    for path in paths:
+        options = config.ingest
+        for item in iter_documents(path, options.include, options.exclude, options.stream_bytes):
+            run.take(item)
+    run.flush()
+    report = run.report
+    if config.ingest.prune:
+        run.prune(paths)
+    changed = report.added + report.updated + report.removed
+    if not changed and not Index.exists(directory):
+        found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
+        raise InputError(
+            f"{', '.join(map(str, paths))}: no documents to ingest ({found}); supported: "
+            ".txt .md .html .htm .pdf .jsonl"
+        )
+    if config.ingest.strict and report.skipped:
+        first = report.skipped[0]
+        raise InputError(
+            f"{len(report.skipped)} skipped under --strict (first: {first.source}: {first.reason}); "
+            "nothing was committed; fix or exclude them, or drop --strict (embedded batches are kept "
+            "and reused)"
+        )
+    if changed:
+        faults.point("before-commit")
+        index.commit()
+    if run.staging:
+        run.staging.clear()
     return report
 
 
@@ -232,8 +267,10 @@ class _Run:
         progress: Progress,
         report: IngestReport,
         checkpoints: bool = True,
+        fresh: frozenset[str] = frozenset(),
     ):
         self.index = index
+        self.fresh = fresh
         self.encoder = index.encoder
         self.long_doc = index.manifest.long_doc  # the index's policy applies to every document in it
         self.batch_tokens = config.ingest.batch_tokens
@@ -307,7 +344,7 @@ class _Run:
                 self.staging.save({digest: vectors})
             faults.point("after-batch")
         else:
-            self.report.resumed += 1
+            self.report.resumed += digest not in self.fresh
         self.report.embed_seconds += done.seconds
         self.report.window_tokens += done.window_tokens
         self.progress.planned(item, done.plan.n_embedded)
@@ -327,6 +364,8 @@ class _Run:
     def flush(self) -> None:
         """Embed the pending batch, checkpoint it, and add its documents to the index."""
         if self.pending:
+            reused = [p for p in self.pending if p.vectors is not None and p.sha256 not in self.fresh]
+            self.report.resumed += len(reused)
             embedded = _embed(self.pending, self.encoder, self.report, self.progress)
             if self.staging:
                 self.staging.save(embedded)
@@ -409,7 +448,6 @@ def _embed(
     """Embed every window of the pending documents without vectors in one length-sorted run; set
     each one's final vectors (PCW averaged, L2-normalised) and return them by content sha256."""
     todo = [p for p in pending if p.vectors is None]
-    report.resumed += len(pending) - len(todo)
     if not todo:
         return {}
     started = time.perf_counter()

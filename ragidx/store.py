@@ -181,6 +181,12 @@ class Store:
         self._apply()
         return self._documents["doc_id"].to_pylist()
 
+    def content_hashes(self) -> dict[str, str]:
+        """Document id → content sha256, for every document."""
+        self._apply()
+        ids, hashes = self._documents["doc_id"].to_pylist(), self._documents["sha256"].to_pylist()
+        return dict(zip(ids, hashes, strict=True))
+
     def summaries(self) -> list[dict[str, Any]]:
         """One small dict per document (no text): how each was embedded, in index order."""
         self._apply()

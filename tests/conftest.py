@@ -203,3 +203,13 @@ def write_docs(root: Path, n: int, seed: int = 0, words: int = 30) -> Path:
     for i in range(n):
         (root / f"doc-{i:02d}.txt").write_text(f"Document {i}. " + long_text(words, seed=seed * 1000 + i))
     return root
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """A local Ray instance on 2 CPUs for the distributed-ingest tests, shut down after the session."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

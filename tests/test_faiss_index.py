@@ -195,10 +195,35 @@ def test_ivf_trains_on_first_add_and_searches_exactly() -> None:
     queries = _unit(3, seed=5)
     scores, found = index.search(queries, 5)
     # default nprobe = min(nlist, 32) = 4 = every list, so IVF4 search is exhaustive
-    assert faiss.extract_index_ivf(index._searcher().index).nprobe == 4
+    assert faiss.extract_index_ivf(index.searcher().index).nprobe == 4
     want_scores, want_ids = _numpy_topk(base, ids, queries, 5)
     np.testing.assert_array_equal(found, want_ids)
     np.testing.assert_allclose(scores, want_scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("factory", ["IVF4,Flat", "IVF4,PQ4x4"])
+def test_ivf_removal_keeps_every_other_vector_under_its_id(factory: str) -> None:
+    """IDMap2's own removal renumbers ids the IVF lists still hold: later searches returned the
+    wrong ids. Removal rebuilds the IVF from the kept vectors without retraining."""
+    n = 400
+    base, ids = _unit(n, seed=4), _ids(n)
+    index = FaissIndex.create(DIM, FaissConfig(factory=factory))
+    index.add(base, ids)
+    centroids = faiss.extract_index_ivf(index.index.index).quantizer.reconstruct_n(0, 4)
+    index.remove(ids[::5])
+    keep = np.ones(n, dtype=bool)
+    keep[::5] = False
+    quantizer = faiss.extract_index_ivf(index.index.index).quantizer
+    np.testing.assert_array_equal(quantizer.reconstruct_n(0, 4), centroids)  # not retrained
+    assert index.ntotal == keep.sum() and set(index.ids()) == set(ids[keep])
+    approx = index.reconstruct(ids[keep][:20])
+    assert np.abs(approx - base[keep][:20]).max() < (1e-6 if factory.endswith("Flat") else 0.8)
+    if factory.endswith("Flat"):
+        queries = _unit(3, seed=5)
+        scores, found = index.search(queries, 5)
+        want_scores, want_ids = _numpy_topk(base[keep], ids[keep], queries, 5)
+        np.testing.assert_array_equal(found, want_ids)
+        np.testing.assert_allclose(scores, want_scores, atol=1e-5)
 
 
 def test_ivf_too_few_training_vectors_raises_config_error() -> None:
@@ -248,11 +273,11 @@ def test_search_params_are_applied_and_default_ef_search() -> None:
     explicit = FaissIndex.create(DIM, FaissConfig(factory="HNSW32", search_params="efSearch=40"))
     explicit.add(base, _ids(50))
     explicit.search(base[:1], 1)
-    assert faiss.downcast_index(explicit._searcher().index).hnsw.efSearch == 40
+    assert faiss.downcast_index(explicit.searcher().index).hnsw.efSearch == 40
     default = FaissIndex.create(DIM, FaissConfig(factory="HNSW32"))
     default.add(base, _ids(50))
     default.search(base[:1], 1)
-    assert faiss.downcast_index(default._searcher().index).hnsw.efSearch == 128
+    assert faiss.downcast_index(default.searcher().index).hnsw.efSearch == 128
 
 
 @pytest.mark.skipif(faiss.get_num_gpus() > 0 and hasattr(faiss, "StandardGpuResources"), reason="has a GPU")

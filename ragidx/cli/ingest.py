@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +20,13 @@ from ragidx.documents import Document, Skipped
 from ragidx.errors import ConfigError
 from ragidx.ingestion import IngestReport, ingest
 from ragidx.longdoc import Policy
+
+
+class Engine(StrEnum):
+    """Where documents are embedded."""
+
+    local = "local"
+    ray = "ray"
 
 
 class _Progress:
@@ -89,6 +97,14 @@ def ingest_command(
     faiss_factory: Annotated[
         str | None, typer.Option(help="FAISS factory string: Flat (exact), HNSW32, IVF256,Flat, …")
     ] = None,
+    faiss_shards: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Split the vectors over N FAISS files searched as one (faiss.IndexShards); for indexes "
+            "beyond one file or machine. Fixed when the index is created.",
+        ),
+    ] = None,
     include: Annotated[list[str] | None, typer.Option(help="Glob to keep (repeatable).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Glob to drop (repeatable).")] = None,
     prune: Annotated[
@@ -111,6 +127,27 @@ def ingest_command(
     trust_remote_code: Annotated[
         bool, typer.Option(help="Allow models that ship their own code (only if you trust them).")
     ] = False,
+    engine: Annotated[
+        Engine,
+        typer.Option(
+            help="local: embed in this process. ray: embed on a Ray cluster (needs ragidx's ray extra); "
+            "the result is the index a local ingest builds.",
+        ),
+    ] = Engine.local,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="--engine ray: 'auto' joins the cluster of `ray start --head` on this machine, "
+            "ray://HOST:10001 a remote one; default: start a local Ray instance."
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="--engine ray: encoder actors (default: one per CPU, or per GPU share)."),
+    ] = None,
+    gpus_per_worker: Annotated[
+        float, typer.Option(min=0.0, help="--engine ray: GPUs per encoder actor (0: CPU actors).")
+    ] = 0.0,
     as_json: Json = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -122,9 +159,14 @@ def ingest_command(
     ingest into the same index is refused while one runs. Every document records how it was
     embedded (whole, chunk, pcw, truncate, extend); nothing is cut silently.
 
+    With --engine ray, Ray Data reads and embeds the files on a cluster (one model per actor) and
+    this process commits the same index, with the same ids, a local ingest would.
+
     Exit status: 0 all ingested; 1 failed, nothing written; 2 bad settings; 3 committed, but some
     files were skipped (each named in a warning).
     """
+    if engine is Engine.local and (ray_address or workers or gpus_per_worker):
+        raise ConfigError("--ray-address, --workers and --gpus-per-worker need --engine ray")
     settings = RagidxConfig.load(config, extension).override(
         model={
             **_pooling_option(pooling),
@@ -145,7 +187,7 @@ def ingest_command(
                 "query_tau": query_tau,
             },
         },
-        index={"factory": faiss_factory},
+        index={"factory": faiss_factory, "shards": faiss_shards},
         ingest={"include": include or None, "exclude": exclude or None, "prune": prune, "strict": strict},
     )
     columns = (
@@ -157,7 +199,20 @@ def ingest_command(
     )
     show = not (quiet or as_json) and err.is_terminal  # no bar in logs and pipes
     with RichBar(*columns, console=err, transient=True, disable=not show) as bar:
-        report = ingest(paths, index, settings, progress=_Progress(bar))
+        if engine is Engine.ray:
+            from ragidx.distributed import ingest_ray  # Ray is optional
+
+            report = ingest_ray(
+                paths,
+                index,
+                settings,
+                address=ray_address,
+                workers=workers,
+                gpus_per_worker=gpus_per_worker,
+                progress=_Progress(bar),
+            )
+        else:
+            report = ingest(paths, index, settings, progress=_Progress(bar))
     if as_json:
         out.print_json(json.dumps(report.to_dict()))
     else:
@@ -198,5 +253,6 @@ def _summary(report: IngestReport) -> None:
     tokens = f"{report.tokens:,} in documents, {report.tokens_embedded:,} embedded"
     table.add_row("tokens", tokens + (f" [yellow]({cut:,} cut)[/]" if cut else ""))
     table.add_row("vectors", f"{report.vectors:,}")
-    table.add_row("time", f"{report.seconds:.1f} s ({report.tokens_per_second:,.0f} tokens/s encoding)")
+    on = f", {report.engine} engine, {report.workers} workers" if report.engine != "local" else ""
+    table.add_row("time", f"{report.seconds:.1f} s ({report.tokens_per_second:,.0f} tokens/s encoding{on})")
     out.print(table)

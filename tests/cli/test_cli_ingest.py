@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ragidx.cli import app
+from ragidx.index import Index
 from tests.conftest import long_text
 
 runner = CliRunner()
@@ -150,3 +151,46 @@ def test_hostile_folder_warns_once_per_file_and_ingests_the_rest(
     ingested = Index.open(tmp_path / "ix").store.doc_ids()
     good = [name for name, outcome in expected.items() if outcome == "ok" and name != "corpus.jsonl"]
     assert sorted(ingested) == sorted([*good, "mixed.txt", "j1"])
+
+
+def test_ingest_engine_ray_reports_what_a_local_ingest_reports(
+    local_ray: None, tmp_path: Path, tiny_model: Path
+) -> None:
+    docs = _docs(tmp_path / "docs")
+    (docs / "bad.txt").write_bytes(b"\x00\x01binary\x00" * 32)
+    common = ["--model", str(tiny_model), "--json"]
+    local = runner.invoke(app, ["ingest", str(docs), "-i", str(tmp_path / "local"), *common])
+    distributed = runner.invoke(
+        app, ["ingest", str(docs), "-i", str(tmp_path / "ray"), "--engine", "ray", "--workers", "1", *common]
+    )
+    assert local.exit_code == distributed.exit_code == 3, distributed.output  # committed, one skipped
+    a, b = json.loads(local.stdout), json.loads(distributed.stdout)
+    assert (b["engine"], b["workers"]) == ("ray", 1)
+    for key in ("added", "skipped", "by_mode", "tokens", "vectors"):
+        assert a[key] == b[key]
+
+
+def test_ray_options_need_the_ray_engine(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    result = runner.invoke(app, ["ingest", str(docs), "-i", str(tmp_path / "ix"), "--workers", "2"])
+    assert result.exit_code == 2
+    assert "need --engine ray" in result.output
+    assert not (tmp_path / "ix").exists()
+
+
+def test_ray_job_failure_is_one_line_and_commits_nothing(
+    local_ray: None, tmp_path: Path, tiny_model: Path
+) -> None:
+    docs = _docs(tmp_path / "docs")
+    ix = str(tmp_path / "ix")
+    assert runner.invoke(app, ["ingest", str(docs), "-i", ix, "--model", str(tiny_model)]).exit_code == 0
+    (docs / "c.txt").write_text("A new document the workers cannot embed.")
+    # the index exists, so only the Ray actors load the model, and that model folder is missing
+    missing = str(tmp_path / "no-such-model")
+    args = ["ingest", str(docs), "-i", ix, "--engine", "ray", "--workers", "1", "--model", missing]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "the Ray job failed (ModelError: " in error[0], result.stderr[-2000:]
+    assert "no-such-model" in error[0] and "re-run to resume" in error[0]
+    assert len(Index.open(ix)) == 2  # nothing committed

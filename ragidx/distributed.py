@@ -1,0 +1,273 @@
+"""Distributed ingest on Ray Data: the embedding half of ``ragidx ingest`` spread over a Ray cluster.
+
+:func:`ingest_ray` lists the files on the driver (:func:`ragidx.documents.list_files`, no contents
+read), and Ray Data maps batches of them through :class:`EncoderActor`, a stateful class holding one
+encoder per actor (a GPU per actor with ``gpus_per_worker``, CPU otherwise). Each actor reads its
+files with :func:`ragidx.documents.read_documents` (the reader of a local ingest), drops documents
+whose content sha256 the index already holds for that id or a checkpoint already has, tokenizes,
+plans by the index's long-document policy and embeds windows from many documents together
+(:func:`ragidx.longdoc.embed_plans`, batches of ``[ingest] batch_tokens``; streamed files through
+:func:`ragidx.streaming.embed_streamed`). Vectors come back as Arrow rows (content sha256, ordinal,
+vector), and the driver writes each finished batch as a Parquet shard of :mod:`ragidx.staging`,
+keyed by content sha256 under the index's embedding fingerprint: a killed job resumes from its
+finished shards.
+
+The last step is the single-process commit of a local ingest
+(:func:`ragidx.ingestion.commit_files`) under the same writer lock: it reads the documents in path
+order, takes every vector from the shards, and builds the FAISS index, store and manifest through
+the same atomic commit. Vector ids, document order, skipped files and their reasons therefore do
+not depend on the engine or the number of workers. That step re-reads and re-tokenizes on one
+process (no model); ``docs/scale.md`` measures what it costs.
+
+Ray is an optional dependency (``pip install 'ragidx[ray]'``). ragidx writes no pickle; Ray itself
+ships the actor class between the processes of the cluster with cloudpickle.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragidx.config import RagidxConfig
+from ragidx.documents import Document, Skipped, list_files, read_documents
+from ragidx.encoder import EncoderConfig
+from ragidx.errors import ConfigError, ModelError
+from ragidx.faiss_index import FaissIndex
+from ragidx.index import Index
+from ragidx.ingestion import IngestReport, Progress, check_paths, commit_files, open_for_ingest
+from ragidx.lock import WriterLock
+from ragidx.longdoc import embed_plans, plan_tokens
+from ragidx.manifest import Manifest
+from ragidx.staging import Staging
+from ragidx.store import Store
+from ragidx.streaming import content_sha256, embed_streamed
+
+FILES_PER_BATCH = 16
+
+
+def ingest_ray(
+    paths: str | Path | Sequence[str | Path],
+    index_dir: str | Path,
+    config: RagidxConfig | None = None,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    gpus_per_worker: float = 0.0,
+    files_per_batch: int = FILES_PER_BATCH,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Ingest like :func:`ragidx.ingestion.ingest`, embedding on a Ray cluster.
+
+    ``address``: ``None`` starts (or reuses) a local Ray instance, ``"auto"`` joins the cluster
+    started on this machine with ``ray start --head``, ``"ray://host:10001"`` a remote one.
+    ``workers``: encoder actors (default: one per ``gpus_per_worker`` share of the cluster's GPUs,
+    else one per CPU). Files must be readable at the same paths on every node, and the model
+    loadable there.
+    """
+    ray = _import_ray()
+    config = config or RagidxConfig()
+    paths = check_paths(paths)
+    if gpus_per_worker < 0 or (workers is not None and workers < 1):
+        raise ConfigError("--workers must be at least 1 and --gpus-per-worker at least 0")
+    started = time.perf_counter()
+    directory = Path(index_dir)
+    with WriterLock(directory):
+        index = open_for_ingest(directory, config)
+        manifest = index.manifest
+        staging = Staging(directory, manifest.embedding_fingerprint(), manifest.encoder.dim)
+        staged = set(staging.load())
+        known = index.store.content_hashes()
+        files = [
+            {"path": str(item[0]), "doc_id": item[1]}
+            for path in paths
+            for item in list_files(path, config.ingest.include, config.ingest.exclude)
+            if not isinstance(item, Skipped)
+        ]
+        embed_started = time.perf_counter()
+        fresh, window_tokens = set(), 0
+        if files:
+            if not ray.is_initialized():
+                local = {"include_dashboard": False} if address is None else {}  # joining: the cluster's
+                ray.init(address=address, log_to_driver=False, **local)
+            workers = workers or _default_workers(ray.cluster_resources(), gpus_per_worker)
+            model = _worker_model(config.model, gpus_per_worker)
+            dataset = ray.data.from_items(files).map_batches(
+                EncoderActor,
+                batch_size=files_per_batch,
+                compute=ray.data.ActorPoolStrategy(size=workers),
+                num_cpus=1,
+                num_gpus=gpus_per_worker or None,
+                fn_constructor_kwargs={
+                    "manifest_json": manifest.model_dump_json(),
+                    "model_json": model.model_dump_json(exclude_unset=True),  # unset: the manifest's
+                    "batch_tokens": config.ingest.batch_tokens,
+                    "stream_bytes": config.ingest.stream_bytes,
+                    "known": known,
+                    "staged": sorted(staged),
+                },
+            )
+            partial: dict[str, list[np.ndarray]] = {}
+            try:
+                for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+                    vectors = _complete_documents(batch, partial)
+                    staging.save(vectors)
+                    fresh.update(vectors)
+                    window_tokens += int(batch["window_tokens"].sum())
+            except ray.exceptions.RayError as exc:
+                raise ModelError(
+                    f"{directory}: the Ray job failed ({_last_line(exc)}); nothing was committed, the "
+                    f"{len(fresh)} documents embedded are kept: fix it and re-run to resume"
+                ) from exc
+        embed_seconds = time.perf_counter() - embed_started
+        report = commit_files(index, paths, config, progress, fresh=frozenset(fresh))
+    report.engine, report.workers = "ray", workers or 0
+    report.window_tokens += window_tokens
+    report.embed_seconds += embed_seconds
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+class EncoderActor:
+    """Ray Data ``map_batches`` class: one encoder per actor; files in, vector rows out.
+
+    Takes a batch of listed files (``path``, ``doc_id``), returns one row per vector: ``sha256``
+    (the document's content), ``ordinal``, ``n_vectors`` (the document's), ``vector`` (final,
+    normalised) and ``window_tokens`` (the batch's model tokens on its first row, 0 elsewhere)."""
+
+    def __init__(
+        self,
+        manifest_json: str,
+        model_json: str,
+        batch_tokens: int,
+        stream_bytes: int,
+        known: dict[str, str],
+        staged: list[str],
+    ):
+        import ray
+        import torch
+
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+        torch.set_num_threads(max(1, int(cpus)))
+        manifest = Manifest.model_validate_json(manifest_json)
+        model = EncoderConfig.model_validate_json(model_json)
+        shell = Index(
+            None,
+            manifest,
+            FaissIndex.create(manifest.encoder.dim, manifest.faiss),
+            Store.empty(),
+            encoder_config=model,
+        )
+        self.encoder = shell.encoder  # built exactly as Index.open builds it, and checked against it
+        self.long_doc = manifest.long_doc
+        self.dim = manifest.encoder.dim
+        self.batch_tokens = batch_tokens
+        self.stream_bytes = stream_bytes
+        self.known = known  # doc id → content sha256 in the index: unchanged documents are skipped
+        self.staged = set(staged)  # content sha256 of checkpointed documents: not embedded again
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        planned, out, window_tokens = [], {}, 0
+
+        def count(n: int) -> None:
+            nonlocal window_tokens
+            window_tokens += n
+
+        for document in self._documents(batch):
+            digest = content_sha256(document)
+            if digest in self.staged or digest in out or self.known.get(document.doc_id) == digest:
+                continue
+            if document.stream is not None:
+                try:
+                    done = embed_streamed(
+                        document, self.encoder, self.long_doc, self.batch_tokens, on_batch=count
+                    )
+                except ValueError:  # the commit step reports it, as a local ingest does
+                    continue
+                assert done.vectors is not None
+                out[digest] = done.vectors
+                continue
+            tokens = self.encoder.tokenize(document.text, "document")
+            if len(tokens):
+                planned.append((digest, tokens, plan_tokens(self.encoder, tokens, self.long_doc)))
+        embedded = embed_plans(self.encoder, [(t, p) for _, t, p in planned], count)
+        out.update((digest, vectors) for (digest, _, _), vectors in zip(planned, embedded, strict=True))
+        return _rows(out, self.dim, window_tokens)
+
+    def _documents(self, batch: dict[str, np.ndarray]) -> Iterator[Document]:
+        for path, doc_id in zip(batch["path"], batch["doc_id"], strict=True):
+            for item in read_documents(Path(str(path)), str(doc_id), self.stream_bytes):
+                if isinstance(item, Document):
+                    yield item
+
+
+def _rows(vectors: dict[str, np.ndarray], dim: int, window_tokens: int) -> dict[str, np.ndarray]:
+    digests, ordinals, counts = [], [], []
+    for digest in sorted(vectors):
+        n = len(vectors[digest])
+        digests += [digest] * n
+        ordinals += range(n)
+        counts += [n] * n
+    tokens = np.zeros(len(digests), dtype=np.int64)
+    tokens[:1] = window_tokens
+    matrix = [vectors[d] for d in sorted(vectors)]
+    return {
+        "sha256": np.array(digests, dtype=object),
+        "ordinal": np.array(ordinals, dtype=np.int32),
+        "n_vectors": np.array(counts, dtype=np.int32),
+        "vector": np.concatenate(matrix).astype(np.float32) if matrix else np.zeros((0, dim), np.float32),
+        "window_tokens": tokens,
+    }
+
+
+def _complete_documents(
+    batch: dict[str, np.ndarray], partial: dict[str, list[np.ndarray]]
+) -> dict[str, np.ndarray]:
+    """Rows of :meth:`EncoderActor.__call__` back to content sha256 → (n, dim) vectors, for the
+    documents whose rows are all in (Ray may split a batch's rows over blocks; the rest wait in
+    ``partial``)."""
+    done: dict[str, np.ndarray] = {}
+    rows = zip(batch["sha256"], batch["ordinal"], batch["n_vectors"], batch["vector"], strict=True)
+    for digest, ordinal, n_vectors, vector in rows:
+        key = str(digest)
+        vectors = partial.setdefault(key, [np.zeros(0)] * int(n_vectors))
+        vectors[int(ordinal)] = np.asarray(vector, dtype=np.float32)
+        if all(v.size for v in vectors):
+            done[key] = np.stack(partial.pop(key))
+    return done
+
+
+def _last_line(exc: Exception) -> str:
+    """The cause of a Ray failure: the last line of the remote traceback Ray puts in the message."""
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
+    return re.sub(r"^(?:[\w]+\.)+(\w+: )", r"\1", lines[-1]) if lines else type(exc).__name__
+
+
+def _worker_model(model: EncoderConfig, gpus_per_worker: float) -> EncoderConfig:
+    """The runtime model settings actors load with (the model itself is the manifest's, see
+    :attr:`Index.encoder`), on the device Ray gives them (``auto``: ``cuda`` for GPU actors, else
+    ``cpu``)."""
+    if model.device != "auto":
+        return model
+    return model.model_copy(update={"device": "cuda" if gpus_per_worker > 0 else "cpu"})
+
+
+def _default_workers(resources: dict[str, float], gpus_per_worker: float) -> int:
+    if gpus_per_worker > 0:
+        return max(1, int(resources.get("GPU", 0) / gpus_per_worker))
+    return max(1, int(resources.get("CPU", 1)))
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise ConfigError(
+            f"--engine ray needs Ray Data ({exc.msg}); install it with: pip install 'ragidx[ray]'"
+        ) from exc
+    return ray

@@ -1,0 +1,112 @@
+"""Distributed ingest on a local Ray instance: the same index as a local ingest, incremental,
+resumable from its shards, bad files reported exactly as locally."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragidx import faults
+from ragidx.distributed import ingest_ray
+from ragidx.errors import ConfigError
+from ragidx.index import Index
+from ragidx.ingestion import IngestReport, ingest
+from tests.conftest import long_text, tiny_config, write_docs
+
+
+def _folder(root: Path) -> Path:
+    """Short files, long ones (several chunks), a JSONL corpus, a nested page and a bad file."""
+    write_docs(root, 5)
+    (root / "long-a.md").write_text(long_text(400, seed=7))
+    (root / "sub").mkdir()
+    (root / "sub" / "long-b.txt").write_text(long_text(250, seed=8))
+    (root / "sub" / "page.html").write_text("<html><title>Page</title><body><p>Hi there.</p></body></html>")
+    (root / "corpus.jsonl").write_text('{"_id": "j1", "text": "first record"}\n{"_id": "j2", "text": "x"}\n')
+    (root / "broken.txt").write_bytes(b"\x00\x01\x02binary\x00" * 64)
+    return root
+
+
+def _rows(index: Index) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    documents = [
+        {k: v for k, v in vars(index.store.document(d)).items() if k != "ingested_at"}
+        for d in sorted(index.store.doc_ids())
+    ]
+    chunks = sorted(
+        (vars(index.store.vector(int(v))) for v in index.store.vids()), key=lambda row: row["vid"]
+    )
+    return documents, chunks
+
+
+def _same_index(local: Path, distributed: Path) -> None:
+    a, b = Index.open(local), Index.open(distributed)
+    assert _rows(a) == _rows(b)
+    vids = np.sort(a.store.vids())
+    np.testing.assert_array_equal(vids, np.sort(b.store.vids()))
+    np.testing.assert_allclose(a.vectors_of(vids), b.vectors_of(vids), atol=1e-5)
+    assert a.manifest.counts == b.manifest.counts
+    assert a.manifest.embedding_fingerprint() == b.manifest.embedding_fingerprint()
+    for query in ("Document 3", "first record", long_text(12, seed=7)):
+        hits_a, hits_b = a.search(query, k=5), b.search(query, k=5)
+        assert [h.doc_id for h in hits_a] == [h.doc_id for h in hits_b]
+        np.testing.assert_allclose([h.score for h in hits_a], [h.score for h in hits_b], atol=1e-5)
+
+
+def _skips(report: IngestReport) -> list[tuple[str, str]]:
+    return [(s.source, s.reason) for s in report.skipped]
+
+
+def test_ray_builds_the_index_a_local_ingest_builds(
+    local_ray: None, tmp_path: Path, tiny_model: Path
+) -> None:
+    docs = _folder(tmp_path / "docs")
+    chunked = {"policy": "chunk", "chunk_size": 40, "overlap": 8}
+    config = tiny_config(tiny_model, chunked, batch_tokens=256, stream_bytes=2000)  # long-a.md streamed
+    local = ingest(docs, tmp_path / "local", config)
+    distributed = ingest_ray(docs, tmp_path / "ray", config, workers=2, files_per_batch=2)
+    assert (distributed.engine, distributed.workers) == ("ray", 2)
+    assert distributed.added == local.added == 10 and distributed.resumed == 0
+    assert distributed.vectors == local.vectors > distributed.added  # long documents: several chunks
+    assert distributed.window_tokens == local.window_tokens
+    assert _skips(distributed) == _skips(local) and len(local.skipped) == 1  # broken.txt, same reason
+    assert "broken.txt" in local.skipped[0].source
+    _same_index(tmp_path / "local", tmp_path / "ray")
+    assert Index.open(tmp_path / "ray").store.document("long-a.md").metadata["streamed"] is True
+
+
+def test_killed_ray_ingest_resumes_from_its_shards_and_a_rerun_skips_everything(
+    local_ray: None, tmp_path: Path, tiny_model: Path
+) -> None:
+    docs = write_docs(tmp_path / "docs", 5)
+    (docs / "long.txt").write_text(long_text(300, seed=9))  # pcw: the mean of its chunks
+    config = tiny_config(tiny_model, {"policy": "pcw", "chunk_size": 40})
+
+    def die() -> None:
+        raise RuntimeError("killed before the commit")
+
+    with faults.hook("before-commit", die), pytest.raises(RuntimeError, match="killed"):
+        ingest_ray(docs, tmp_path / "ix", config, workers=1, files_per_batch=2)
+    assert not Index.exists(tmp_path / "ix")  # nothing committed, the shards are kept
+    resumed = ingest_ray(docs, tmp_path / "ix", config, workers=1)
+    assert (resumed.added, resumed.resumed, resumed.window_tokens) == (6, 6, 0)  # nothing embedded again
+    local = ingest(docs, tmp_path / "local", config)
+    assert local.resumed == 0 and local.by_mode == resumed.by_mode == {"whole": 5, "pcw": 1}
+    _same_index(tmp_path / "local", tmp_path / "ix")
+
+    generation = Index.open(tmp_path / "ix").manifest.generation
+    again = ingest_ray(docs, tmp_path / "ix", config, workers=1)
+    assert (again.added, again.updated, again.unchanged, again.window_tokens) == (0, 0, 6, 0)
+    assert Index.open(tmp_path / "ix").manifest.generation == generation  # nothing written
+
+
+def test_without_ray_the_error_says_what_to_install(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
+    docs = write_docs(tmp_path / "docs", 1)
+    with pytest.raises(ConfigError, match=r"pip install 'ragidx\[ray\]'"):
+        ingest_ray(docs, tmp_path / "ix", tiny_config(tiny_model))
+    assert not (tmp_path / "ix").exists()
