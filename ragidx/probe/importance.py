@@ -68,11 +68,15 @@ def pearson(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None]:
 
 
 def profile(fits: list[Fit], bins: int = 10) -> list[float | None]:
-    """Mean of ``coefficient · √k`` (1 = an even share) per relative-position bin."""
+    """Mean relative weight ``coefficient · k / Σ coefficients`` (1 = the document's average sentence)
+    per relative-position bin; documents whose coefficients do not sum to a positive number are left out."""
     sums = np.zeros(bins)
     counts = np.zeros(bins)
     for fit in fits:
+        total = float(fit.coefficients.sum())
+        if total <= 0:
+            continue
         at = np.minimum((fit.positions * bins).astype(int), bins - 1)
-        np.add.at(sums, at, fit.coefficients * math.sqrt(len(fit.coefficients)))
+        np.add.at(sums, at, fit.coefficients * len(fit.coefficients) / total)
         np.add.at(counts, at, 1)
     return [float(s / c) if c else None for s, c in zip(sums, counts, strict=True)]

@@ -2,7 +2,7 @@
 
 * :func:`ablation_plot` — mean cosine(original, altered) vs position, one panel per size, a line per
   strategy (insertion or removal);
-* :func:`importance_plot` — coefficient·√k (1 = an even share) vs relative position, one panel per
+* :func:`importance_plot` — relative sentence weight (1 = the average sentence) vs position, one panel per
   strategy, original and shuffled order;
 * :func:`collapse_plot` — mean pairwise cosine vs length bucket, one panel per strategy, a line per τ;
 * :func:`repetition_plot` — cosine(word A × n, word B × n) vs n, a line per strategy and τ.
@@ -35,7 +35,7 @@ def _grid(n: int, width: float = 3.6, height: float = 3.0):
 
 
 def _save(plt, fig, path: Path, title: str) -> None:
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
@@ -71,7 +71,7 @@ def importance_plot(results: list[PositionResult], path: Path, title: str) -> No
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
         ax.set_title(result.strategy)
         ax.set_xlabel("relative position of the sentence")
-        ax.set_ylabel("coefficient · √k (1 = even)")
+        ax.set_ylabel("relative weight (1 = average sentence)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     _save(plt, fig, path, title)

@@ -72,7 +72,9 @@ class Importance(BaseModel):
     squared_error_mean: float
     original: list[BucketFit]
     shuffled: list[BucketFit]
-    profile_original: list[float | None] = Field(description="mean coefficient·√k per position decile")
+    profile_original: list[float | None] = Field(
+        description="mean relative weight (coefficient · k / Σ coefficients) per position decile"
+    )
     profile_shuffled: list[float | None]
 
 

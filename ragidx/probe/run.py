@@ -108,7 +108,7 @@ def run_position(
         data=DataInfo(path=str(inputs.texts), n_texts=len(texts), n_used=n_used),
         strategies=results,
     )
-    title = f"{model.name}: "
+    title = f"{model.name.split('/')[-1]}: "
     write_results(
         inputs.out,
         report,
@@ -169,7 +169,7 @@ def run_collapse(
         data=DataInfo(path=str(inputs.texts), n_texts=len(texts), n_used=len(texts)),
         strategies=results,
     )
-    title = f"{model.name}: "
+    title = f"{model.name.split('/')[-1]}: "
     write_results(
         inputs.out,
         report,

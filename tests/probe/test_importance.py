@@ -58,4 +58,6 @@ def test_profile_of_even_weights_is_one_everywhere():
     fits = [Fit(np.full(k, 1 / math.sqrt(k)), relative_starts(["s."] * k), 1.0, 0.0) for k in (5, 10, 20)]
     assert profile(fits, bins=5) == pytest.approx([1.0] * 5)
     first_heavy = Fit(np.array([0.8, 0.6]), np.array([0.0, 0.5]), 1.0, 0.0)
-    assert profile([first_heavy], bins=2) == pytest.approx([0.8 * math.sqrt(2), 0.6 * math.sqrt(2)])
+    assert profile([first_heavy], bins=2) == pytest.approx([0.8 * 2 / 1.4, 0.6 * 2 / 1.4])
+    negative = Fit(np.array([-0.8, 0.6]), np.array([0.0, 0.5]), 1.0, 0.0)
+    assert profile([negative], bins=2) == [None, None]
