@@ -159,7 +159,7 @@ def _position_md(rows: list[PositionResult]) -> list[str]:
         "## Begin-vs-end drop `(sim_end − sim_begin) / sim_end` (mean cosine)",
         "",
         "| strategy | reach | insert 20 %: begin | end | drop | remove 50 %: begin | end | drop | "
-        "R² | r (orig., all) | r (shuffled, all) | seconds |",
+        "R² | r (orig., all) | r (shuffled, all) | s (this run) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
@@ -224,7 +224,7 @@ def _collapse_md(rows: list[CollapseResult]) -> list[str]:
     for row in rows:
         buckets = [(b.lo, b.hi) for b in row.taus[0].buckets] if row.taus else []
         lines += [
-            f"### {row.strategy} (reach {row.reach} tokens, {row.seconds:.0f} s)",
+            f"### {row.strategy} (reach {row.reach} tokens, {row.seconds:.0f} s this run)",
             "",
             "| τ | " + " | ".join(f"{lo}–{hi}" for lo, hi in buckets) + " | gap (long − short) |",
             "|---|" + "---|" * (len(buckets) + 1),
