@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragidx.errors import InputError
-from ragidx.probe.ablation import INSERT_SIZES, POSITIONS, REMOVE_SIZES, Ablation, ablations
+from ragidx.probe.ablation import INSERT_SIZES, POSITIONS, REMOVE_SIZES, ablations
 from ragidx.probe.embedding import ProbeEncoder
 from ragidx.probe.importance import (
     MIN_SENTENCES,
@@ -86,18 +86,15 @@ def probe_position(
             (encoder.cut(item.text, encoder.reach), "remove"),
         ):
             tokens = encoder.tokens(text)
-            altered: list[Ablation] = [
-                a
-                for a in ablations(
-                    text,
-                    tokens,
-                    needle,
-                    needle_tokens,
-                    settings.insert_sizes if conditions == "insert" else (),
-                    settings.remove_sizes if conditions == "remove" else (),
-                    settings.positions,
-                )
-            ]
+            altered = ablations(
+                text,
+                tokens,
+                needle,
+                needle_tokens,
+                settings.insert_sizes if conditions == "insert" else (),
+                settings.remove_sizes if conditions == "remove" else (),
+                settings.positions,
+            )
             vectors = encoder.embed([text, *(a.text for a in altered)])
             for ablation, vector in zip(altered, vectors[1:], strict=True):
                 key = (ablation.kind, ablation.size, ablation.position)
