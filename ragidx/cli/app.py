@@ -101,4 +101,4 @@ def main() -> None:
 
 
 # Commands register themselves on import (one module each, Typer-style).
-from ragidx.cli import delete, eval, info, ingest, query, verify  # noqa: E402,F401
+from ragidx.cli import delete, eval, info, ingest, probe, query, verify  # noqa: E402,F401

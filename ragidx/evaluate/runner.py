@@ -40,11 +40,11 @@ from ragidx.evaluate.report import (
     read_results,
     write_results,
 )
-from ragidx.evaluate.strategies import Strategy, parse
 from ragidx.evaluate.tasks import LENGTHS, Task, TaskGroup, load_task
 from ragidx.extension.config import ExtensionConfig
 from ragidx.longdoc import EmbedPlan, LongDocConfig, combine, plan
 from ragidx.manifest import now
+from ragidx.strategy import Strategy, parse
 from ragidx.trec import write_run
 
 FLUSH_TOKENS = 1 << 16  # embed (and write the cache) once this many tokens are pending

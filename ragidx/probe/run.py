@@ -1,0 +1,181 @@
+"""The two probes end to end, as the CLI runs them: texts and strategies in, a results folder out.
+
+:func:`run_position` and :func:`run_collapse` load the texts, build one
+:class:`~ragidx.probe.embedding.ProbeEncoder` per strategy (sharing one on-disk
+:class:`~ragidx.probe.cache.VectorCache`), run the probe, draw the figures and write
+``results.json``, ``results.md`` and the PNGs into ``out`` (see :mod:`ragidx.probe.report`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragidx.encoder import EncoderConfig
+from ragidx.errors import ConfigError
+from ragidx.probe import plots
+from ragidx.probe.cache import VectorCache
+from ragidx.probe.collapse import EDGES, probe_collapse
+from ragidx.probe.embedding import ProbeEncoder
+from ragidx.probe.position import PositionSettings, probe_position, usable
+from ragidx.probe.report import (
+    CollapseResult,
+    DataInfo,
+    ModelInfo,
+    PositionResult,
+    ProbeResults,
+    write_results,
+)
+from ragidx.probe.texts import Text, load_texts
+from ragidx.strategy import Strategy, parse
+
+
+@dataclass
+class ProbeInputs:
+    """What both probes take."""
+
+    model: EncoderConfig
+    strategies: list[str]
+    texts: Path
+    out: Path
+    max_tokens: int = 2048
+    limit: int | None = None
+    cache: Path | None = None
+    command: str = ""
+    tau: float | None = None
+    parsed: list[Strategy] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.parsed = [parse(s) for s in self.strategies]
+        if self.tau is not None:
+            self.parsed = [s.with_tau(self.tau) for s in self.parsed]
+
+
+# Called with (stage description, total units) at the start of each strategy; returns the advance.
+Progress = Callable[[str, int], Callable[[int], None]]
+
+
+def _quiet(_: str, __: int) -> Callable[[int], None]:
+    return lambda _n: None
+
+
+def require_extras(*modules: str) -> None:
+    """Fail before any work when a module the probe needs (matplotlib, scipy) is missing."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"ragidx probe needs {', '.join(missing)}: pip install 'ragidx[probe]'")
+
+
+def _model_info(encoder: ProbeEncoder) -> ModelInfo:
+    enc = encoder.encoder
+    return ModelInfo(
+        name=enc.folder.name, fingerprint=encoder.fingerprint, window=enc.window_size, dim=enc.dim
+    )
+
+
+def run_position(
+    inputs: ProbeInputs, settings: PositionSettings | None = None, progress: Progress = _quiet
+) -> ProbeResults:
+    """The positional-bias probe for every strategy; writes ``inputs.out``."""
+    require_extras("matplotlib", "scipy")
+    settings = settings or PositionSettings()
+    texts = load_texts(inputs.texts, inputs.limit)
+    cache = VectorCache(inputs.cache)
+    results: list[PositionResult] = []
+    model: ModelInfo | None = None
+    n_used = 0
+    for strategy in inputs.parsed:
+        encoder = ProbeEncoder(strategy, inputs.model, inputs.max_tokens, cache)
+        model = model or _model_info(encoder)
+        kept = usable(texts, encoder, settings, str(inputs.texts))
+        n_used = max(n_used, len(kept))
+        results.append(probe_position(encoder, kept, settings, progress(strategy.spec, len(kept))))
+    assert model is not None
+    report = ProbeResults(
+        probe="position",
+        command=inputs.command,
+        model=model,
+        parameters={
+            "strategies": [s.spec for s in inputs.parsed],
+            "max_tokens": inputs.max_tokens,
+            "insert_sizes": list(settings.insert_sizes),
+            "remove_sizes": list(settings.remove_sizes),
+            "positions": list(settings.positions),
+            "seed": settings.seed,
+        },
+        data=DataInfo(path=str(inputs.texts), n_texts=len(texts), n_used=n_used),
+        strategies=results,
+    )
+    title = f"{model.name.split('/')[-1]}: "
+    write_results(
+        inputs.out,
+        report,
+        {
+            "insertion.png": lambda p: plots.ablation_plot(results, "insert", p, title + "filler inserted"),
+            "removal.png": lambda p: plots.ablation_plot(results, "remove", p, title + "span removed"),
+            "importance.png": lambda p: plots.importance_plot(results, p, title + "sentence importance"),
+        },
+    )
+    return report
+
+
+def run_collapse(
+    inputs: ProbeInputs,
+    taus: Sequence[float] = (1.0,),
+    words: tuple[str, str] = ("dog", "cat"),
+    edges: tuple[int, ...] = EDGES,
+    progress: Progress = _quiet,
+) -> ProbeResults:
+    """The length-collapse probe for every strategy and τ; writes ``inputs.out``."""
+    require_extras("matplotlib")
+    texts: list[Text] = load_texts(inputs.texts, inputs.limit)
+    cache = VectorCache(inputs.cache)
+    results: list[CollapseResult] = []
+    loaded: list[ProbeEncoder] = []
+
+    def encoder_for(strategy: Strategy) -> ProbeEncoder:
+        encoder = ProbeEncoder(strategy, inputs.model, inputs.max_tokens, cache)
+        loaded.append(encoder)
+        return encoder
+
+    for strategy in inputs.parsed:
+        advance = progress(strategy.spec, len(taus))
+        results.append(
+            probe_collapse(
+                strategy,
+                encoder_for,
+                list(taus),
+                texts,
+                words,
+                edges,
+                progress=advance,
+                source=str(inputs.texts),
+            )
+        )
+    model = _model_info(loaded[0])
+    report = ProbeResults(
+        probe="collapse",
+        command=inputs.command,
+        model=model,
+        parameters={
+            "strategies": [s.spec for s in inputs.parsed],
+            "max_tokens": inputs.max_tokens,
+            "taus": list(taus),
+            "edges": list(edges),
+            "repetition_words": list(words),
+        },
+        data=DataInfo(path=str(inputs.texts), n_texts=len(texts), n_used=len(texts)),
+        strategies=results,
+    )
+    title = f"{model.name.split('/')[-1]}: "
+    write_results(
+        inputs.out,
+        report,
+        {
+            "collapse.png": lambda p: plots.collapse_plot(results, p, title + "pairwise cosine by length"),
+            "repetition.png": lambda p: plots.repetition_plot(results, words, p, title + "repetition demo"),
+        },
+    )
+    return report
