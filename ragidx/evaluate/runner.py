@@ -7,7 +7,7 @@ windows the cache does not hold with :class:`~ragidx.encoder.Encoder`, combines 
 document of the group by exact inner product (a chunked document by its best chunk, max-sim, as
 ``ragidx.retriever`` does), and computes the metrics. Records already in the output folder's
 ``results.json`` are skipped, and embeddings are cached on disk per document
-(:mod:`ragidx.evaluate.cache`), so an interrupted or extended grid resumes without recomputing.
+(:mod:`ragidx.vector_cache`), so an interrupted or extended grid resumes without recomputing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ragidx import __version__
 from ragidx.encoder import Encoder, EncoderConfig, Window
 from ragidx.errors import ConfigError
-from ragidx.evaluate.cache import EmbeddingCache, content_hash, make_key
 from ragidx.evaluate.metrics import evaluate
 from ragidx.evaluate.report import (
     EvalRecord,
@@ -46,6 +45,7 @@ from ragidx.longdoc import EmbedPlan, LongDocConfig, combine, plan
 from ragidx.manifest import now
 from ragidx.strategy import Strategy, parse
 from ragidx.trec import write_run
+from ragidx.vector_cache import EmbeddingCache, content_hash, make_key
 
 FLUSH_TOKENS = 1 << 16  # embed (and write the cache) once this many tokens are pending
 TOP_K = 100
@@ -351,7 +351,7 @@ def embed_documents(
 
 
 def _document_key(encoder_id: str, extension: ExtensionConfig, doc_plan: EmbedPlan, sha: str) -> str:
-    """What decides a document's vectors (see :mod:`ragidx.evaluate.cache`)."""
+    """What decides a document's vectors (see :mod:`ragidx.vector_cache`)."""
     recipe: dict[str, Any] = {"chunks": doc_plan.mode == "chunk", "spans": doc_plan.spans}
     if doc_plan.mode == "extend":
         recipe["extension"] = extension.model_dump(exclude={"query_tau"})

@@ -3,7 +3,7 @@
 :class:`ProbeEncoder` binds a :class:`~ragidx.strategy.Strategy` to a loaded
 :class:`~ragidx.encoder.Encoder` (its extension and pooling) and embeds texts the way ingestion
 does (:func:`~ragidx.longdoc.plan_tokens`, :func:`~ragidx.longdoc.embed_plans`), looking every
-text up in a :class:`~ragidx.probe.cache.VectorCache` first. It also says how many tokens the
+text up in a :class:`~ragidx.vector_cache.EmbeddingCache` first. It also says how many tokens the
 strategy reads (:attr:`ProbeEncoder.reach`) and cuts texts at token boundaries
 (:meth:`ProbeEncoder.cut`), which the ablations need to be exact.
 """
@@ -18,8 +18,8 @@ import numpy as np
 from ragidx.encoder import Encoder, EncoderConfig, Tokens
 from ragidx.errors import ConfigError
 from ragidx.longdoc import EmbedPlan, embed_plans, plan_tokens
-from ragidx.probe.cache import VectorCache, vector_key
 from ragidx.strategy import Strategy
+from ragidx.vector_cache import EmbeddingCache, make_key
 
 
 class ProbeEncoder:
@@ -30,7 +30,7 @@ class ProbeEncoder:
         strategy: Strategy,
         base: EncoderConfig,
         max_tokens: int,
-        cache: VectorCache | None = None,
+        cache: EmbeddingCache | None = None,
     ):
         if not strategy.one_vector:
             raise ConfigError(
@@ -40,9 +40,10 @@ class ProbeEncoder:
         self.strategy = strategy
         self.long_doc = strategy.long_doc(max_tokens)
         self.encoder = Encoder(strategy.encoder_config(base), extension=self.long_doc.extension)
-        self.cache = cache or VectorCache(None)
+        self.cache = cache or EmbeddingCache(None)
         described = self.encoder.describe()
         self._model_key = {k: v for k, v in described.items() if k != "name"}
+        self.cache.load(self.fingerprint)
         self._long_doc_key = self.long_doc.model_dump(mode="json")
         probe = self.encoder.tokenize("probe")
         window = self.encoder.content_budget(probe)
@@ -88,19 +89,22 @@ class ProbeEncoder:
             if found is None:
                 todo.append((i, key, tokens, plan))
             else:
-                out[i] = found
+                out[i] = found[0]
         if todo:
             vectors = embed_plans(self.encoder, [(t, p) for _, _, t, p in todo], on_batch=on_batch)
             for (i, key, _, _), vector in zip(todo, vectors, strict=True):
                 out[i] = vector[0]
-                self.cache.put(key, vector[0])
+                sha = hashlib.sha256(texts[i].encode("utf-8")).hexdigest()
+                self.cache.put(
+                    key, vector, model=self.fingerprint, strategy=self.strategy.spec, kind="probe", sha256=sha
+                )
             self.cache.flush()
         return out
 
     def key(self, text: str, plan: EmbedPlan) -> str:
-        """The cache key of ``text`` embedded by ``plan`` (see :mod:`ragidx.probe.cache`)."""
+        """The cache key of ``text`` embedded by ``plan`` (see :mod:`ragidx.vector_cache`)."""
         recipe: dict[str, object] = {"mode": plan.mode, "tau": self.long_doc.extension.tau}
         if plan.mode != "whole":
             recipe.update(spans=plan.spans, long_doc=self._long_doc_key)
         sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        return vector_key(model=self._model_key, recipe=recipe, text=sha)
+        return make_key(model=self._model_key, recipe=recipe, text=sha)

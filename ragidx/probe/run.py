@@ -2,7 +2,7 @@
 
 :func:`run_position` and :func:`run_collapse` load the texts, build one
 :class:`~ragidx.probe.embedding.ProbeEncoder` per strategy (sharing one on-disk
-:class:`~ragidx.probe.cache.VectorCache`), run the probe, draw the figures and write
+:class:`~ragidx.vector_cache.EmbeddingCache`), run the probe, draw the figures and write
 ``results.json``, ``results.md`` and the PNGs into ``out`` (see :mod:`ragidx.probe.report`).
 """
 
@@ -16,7 +16,6 @@ from pathlib import Path
 from ragidx.encoder import EncoderConfig
 from ragidx.errors import ConfigError
 from ragidx.probe import plots
-from ragidx.probe.cache import VectorCache
 from ragidx.probe.collapse import EDGES, probe_collapse
 from ragidx.probe.embedding import ProbeEncoder
 from ragidx.probe.position import PositionSettings, probe_position, usable
@@ -30,6 +29,7 @@ from ragidx.probe.report import (
 )
 from ragidx.probe.texts import Text, load_texts
 from ragidx.strategy import Strategy, parse
+from ragidx.vector_cache import EmbeddingCache
 
 
 @dataclass
@@ -82,7 +82,7 @@ def run_position(
     require_extras("matplotlib", "scipy")
     settings = settings or PositionSettings()
     texts = load_texts(inputs.texts, inputs.limit)
-    cache = VectorCache(inputs.cache)
+    cache = EmbeddingCache(inputs.cache)
     results: list[PositionResult] = []
     model: ModelInfo | None = None
     n_used = 0
@@ -131,7 +131,7 @@ def run_collapse(
     """The length-collapse probe for every strategy and τ; writes ``inputs.out``."""
     require_extras("matplotlib")
     texts: list[Text] = load_texts(inputs.texts, inputs.limit)
-    cache = VectorCache(inputs.cache)
+    cache = EmbeddingCache(inputs.cache)
     results: list[CollapseResult] = []
     loaded: list[ProbeEncoder] = []
 

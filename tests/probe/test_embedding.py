@@ -8,9 +8,9 @@ import pytest
 from ragidx.encoder import EncoderConfig
 from ragidx.errors import ConfigError
 from ragidx.longdoc import embed_plans, plan_tokens
-from ragidx.probe.cache import VectorCache
 from ragidx.probe.embedding import ProbeEncoder
 from ragidx.strategy import parse
+from ragidx.vector_cache import EmbeddingCache
 from tests.conftest import TINY_WINDOW, long_text
 
 
@@ -37,17 +37,17 @@ def test_vectors_are_the_library_vectors(base):
 
 def test_cache_shares_short_texts_across_strategies_and_persists(base, tmp_path):
     short, long = "a short sentence.", long_text(150, seed=2)
-    first = ProbeEncoder(parse("pcw"), base, 256, VectorCache(tmp_path))
+    first = ProbeEncoder(parse("pcw"), base, 256, EmbeddingCache(tmp_path))
     vectors = first.embed([short, long])
     assert (first.cache.hits, first.cache.misses) == (0, 2)
     first.embed([short, long])
     assert (first.cache.hits, first.cache.misses) == (2, 2)
-    second = ProbeEncoder(parse("extend:pi"), base, 256, VectorCache(tmp_path))  # a new run, from disk
+    second = ProbeEncoder(parse("extend:pi"), base, 256, EmbeddingCache(tmp_path))  # a new run, from disk
     other = second.embed([short, long])
     assert (second.cache.hits, second.cache.misses) == (1, 1)  # the short text fits the window
     np.testing.assert_array_equal(other[0], vectors[0])
     assert not np.allclose(other[1], vectors[1])
-    tau = ProbeEncoder(parse("pcw+tau:0.5"), base, 256, VectorCache(tmp_path))
+    tau = ProbeEncoder(parse("pcw+tau:0.5"), base, 256, EmbeddingCache(tmp_path))
     tau.embed([short])
     assert tau.cache.misses == 1  # TempScale changes every vector
     assert len(list(tmp_path.glob("part-*.parquet"))) == 3

@@ -1,4 +1,5 @@
-"""On-disk embedding cache for evaluation runs: Parquet part files, keyed per document and recipe.
+"""On-disk embedding cache of ``ragidx eval`` and ``ragidx probe``: Parquet part files, keyed per text
+and recipe.
 
 A key is the sha256 of what decides a document's vectors: the model's weights fingerprint and
 encoder settings (pooling, prompts, window), the document's content hash, and the embedding recipe
