@@ -31,7 +31,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
-ESSAYS = Path("/work/shared/data/paul_graham_essays/essays")
+# the evaluation data beside the checkout (../shared/data), or $RAGIDX_EVAL_DATA, as for ragidx eval
+DATA = Path(os.environ.get("RAGIDX_EVAL_DATA", ROOT.parent / "shared" / "data"))
+ESSAYS = DATA / "paul_graham_essays" / "essays"
 
 _CHILD = """
 import json, resource, sys, time
