@@ -49,6 +49,7 @@ from ragidx.manifest import (
     now,
     write_atomic,
 )
+from ragidx.pooling import l2_normalize
 from ragidx.store import DocumentRecord, Store, VectorRecord
 
 if TYPE_CHECKING:
@@ -233,7 +234,7 @@ class Index:
                 f"{self.name}: query vectors are {vectors.shape[1]}-d, the index holds "
                 f"{self.manifest.encoder.dim}-d vectors from {self.manifest.encoder.name}"
             )
-        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        vectors = l2_normalize(vectors)
         return Retriever(self).rank(queries, vectors, k, where=where, per=per)
 
     def get(self, doc_ids: Iterable[str]) -> list[DocumentRecord]:

@@ -38,6 +38,7 @@ from ragidx.index import Index
 from ragidx.lock import WriterLock
 from ragidx.longdoc import EmbedPlan, embed_plans, plan_tokens
 from ragidx.manifest import now
+from ragidx.pooling import l2_normalize
 from ragidx.staging import Staging
 from ragidx.store import DocumentRecord, VectorRecord
 from ragidx.streaming import StreamedEmbedding, content_sha256, embed_streamed
@@ -238,7 +239,7 @@ def add_embedded(
     committing; a document with a known id replaces it. ragidx does not tokenize them: their token
     counts are recorded as 0 and their mode as ``embed_mode``."""
     vectors = np.asarray(vectors, dtype=np.float32).reshape(len(documents), -1)
-    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    vectors = l2_normalize(vectors)
     for doc, vector in zip(documents, vectors, strict=True):
         record = DocumentRecord(
             doc_id=doc.doc_id,

@@ -31,6 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragidx.extension.config import ExtensionConfig
+from ragidx.pooling import l2_normalize
 
 if TYPE_CHECKING:
     from ragidx.encoder import Encoder, Tokens
@@ -117,7 +118,7 @@ def combine(doc_plan: EmbedPlan, vectors: np.ndarray) -> tuple[np.ndarray, list[
     if doc_plan.single_vector:
         vectors = vectors.mean(axis=0, keepdims=True)  # pcw: mean of un-normalised chunks
         spans = [(0, doc_plan.n_embedded)]
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12), spans
+    return l2_normalize(vectors), spans
 
 
 def _windows(length: int, size: int, step: int) -> list[tuple[int, int]]:

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -143,3 +144,9 @@ def pool(
         else:  # pragma: no cover - guarded by the Literal type
             raise ModelError(f"unknown pooling mode {mode!r}")
     return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=-1)
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (an all-zero row stays zero), for vectors combined or supplied
+    outside :func:`pool`: PCW means, caller-embedded queries, vectors made outside ragidx."""
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

@@ -76,3 +76,12 @@ def test_unsupported_or_unreadable_pooling_config(tmp_path: Path) -> None:
     (tmp_path / "bad" / "config.json").write_text("{nope")
     with pytest.raises(ModelError, match="cannot read pooling config"):
         PoolingConfig.from_sentence_transformers(tmp_path / "bad")
+
+
+def test_l2_normalize_scales_rows_and_keeps_zero_rows_zero() -> None:
+    import numpy as np
+
+    from ragidx.pooling import l2_normalize
+
+    out = l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0], [0.0, -2.0]], dtype=np.float32))
+    np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, 0.0], [0.0, -1.0]], atol=1e-7)
