@@ -9,7 +9,9 @@ Owns :class:`EncoderConfig` (which model, device, precision, window and batching
   (``window``), the unit every long-document policy works with;
 * embeds windows in batches sorted by length, padded only to each batch's longest window and capped
   by a token budget, under ``torch.inference_mode`` with PyTorch's fused SDPA attention
-  (``embed_windows``), then pools, applies sentence-transformers Dense layers and L2-normalises.
+  (``embed_windows``), then pools, applies sentence-transformers Dense layers and L2-normalises;
+* or returns sums of token states over ranges of each window (``embed_segments``) for late
+  chunking, which pools and projects (``project``) them itself.
 
 Context-extension methods hook in here: they change position ids and attention, never the weights
 on disk.
@@ -277,12 +279,7 @@ class Encoder:
         """
         normalize = self.pooling.normalize if normalize is None else normalize
         out = np.zeros((len(windows), self.dim), dtype=np.float32)
-        too_long = [w for w in windows if len(w.input_ids) > self.extended_window]
-        if too_long:
-            raise ModelError(
-                f"{self.folder.name}: a {len(too_long[0].input_ids)}-token input exceeds the "
-                f"{self.extended_window}-token window; use a long-document policy or an extension"
-            )
+        self._check_lengths(windows)
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids), reverse=True)
         for batch in self._batches(order, windows):
             vectors = self._forward([windows[i] for i in batch], normalize, role)
@@ -322,7 +319,6 @@ class Encoder:
             "document_prompt": self.prompts["document"],
         }
 
-    # ----------------------------------------------------------------------------- internals
     def _batches(self, order: list[int], windows: Sequence[Window]) -> list[list[int]]:
         """Consecutive runs of ``order`` (longest first) within the count and token budgets;
         windows longer than the model window (extended) form batches of one."""
@@ -347,8 +343,59 @@ class Encoder:
             batches.append(current)
         return batches
 
-    @torch.inference_mode()
-    def _forward(self, windows: Sequence[Window], normalize: bool, role: Role = "document") -> np.ndarray:
+    def embed_segments(
+        self,
+        windows: Sequence[Window],
+        segments: Sequence[Sequence[tuple[int, int]]],
+        on_batch: Callable[[int], None] | None = None,
+    ) -> list[np.ndarray]:
+        """Per window, the sum of the final hidden states over each ``[lo, hi)`` range of its input
+        positions: float32 (len(segments[i]), hidden), before any Dense layer (:meth:`project`).
+        Late chunking pools token states this way (``ragidx.longdoc``); batching as
+        :meth:`embed_windows`."""
+        self._check_lengths(windows)
+        out: list[np.ndarray] = [np.zeros((0, self.hidden_size), dtype=np.float32)] * len(windows)
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids), reverse=True)
+        for batch in self._batches(order, windows):
+            with torch.inference_mode():
+                hidden, *_ = self._hidden([windows[i] for i in batch])
+                for row, i in enumerate(batch):
+                    if segments[i]:
+                        states = hidden[row].float()
+                        sums = torch.stack([states[lo:hi].sum(dim=0) for lo, hi in segments[i]])
+                        out[i] = sums.cpu().numpy().astype(np.float32, copy=False)
+            if on_batch is not None:
+                on_batch(sum(len(windows[i].input_ids) for i in batch))
+        return out
+
+    def project(self, pooled: np.ndarray) -> np.ndarray:
+        """Pooled vectors through the model's Dense layers (none: unchanged), un-normalised."""
+        if not len(self.dense):
+            return pooled.astype(np.float32, copy=False)
+        with torch.inference_mode():
+            vectors = self.dense(
+                torch.from_numpy(np.ascontiguousarray(pooled, dtype=np.float32)).to(self.device)
+            )
+        return vectors.cpu().numpy().astype(np.float32, copy=False)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    # ----------------------------------------------------------------------------- internals
+    def _check_lengths(self, windows: Sequence[Window]) -> None:
+        too_long = [w for w in windows if len(w.input_ids) > self.extended_window]
+        if too_long:
+            raise ModelError(
+                f"{self.folder.name}: a {len(too_long[0].input_ids)}-token input exceeds the "
+                f"{self.extended_window}-token window; use a long-document policy or an extension"
+            )
+
+    def _hidden(
+        self, windows: Sequence[Window], role: Role = "document"
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Final hidden states (batch, seq, dim) of right-padded windows, their ids, mask and
+        content starts."""
         longest = max(len(w.input_ids) for w in windows)
         ids = torch.full((len(windows), longest), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(windows), longest), dtype=torch.long)
@@ -357,12 +404,17 @@ class Encoder:
             mask[row, : len(w.input_ids)] = 1
         starts = torch.tensor([w.content_start for w in windows], device=self.device)
         ids, mask = ids.to(self.device), mask.to(self.device)
-        selected = self._selected(ids, mask, starts)
         if self.extension is None:
             hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
         else:
             with self.extension.forward_kwargs(ids, mask.sum(dim=1), role) as extra:
                 hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
+        return hidden, ids, mask, starts
+
+    @torch.inference_mode()
+    def _forward(self, windows: Sequence[Window], normalize: bool, role: Role = "document") -> np.ndarray:
+        hidden, ids, mask, starts = self._hidden(windows, role)
+        selected = self._selected(ids, mask, starts)
         vectors = pool(hidden.float(), mask, self.pooling, content_starts=starts, selected=selected)
         vectors = self.dense(vectors)
         if normalize:

@@ -3,13 +3,24 @@
 A spec is a base strategy with optional modifiers joined by ``+``:
 
 * ``truncate`` — the first window only;
-* ``chunk`` or ``chunk:N`` — N-token chunks (default: the window), one vector per chunk;
+* ``chunk``, ``chunk:N`` or ``chunk:N:O`` — N-token chunks (default: the window) overlapping by O
+  tokens (default min(32, N/4)), one vector per chunk, documents scored by their best chunk;
 * ``pcw`` — the mean of window-sized chunks (LongEmbed's parallel context windows);
 * ``extend:<method>`` — one pass through a context-extended encoder (pi, gp, rp, ntk, selfextend),
   or ``extend:<preset.toml>`` with a preset from ``configs/extension/``;
+* ``late``, ``late:N`` or ``late:N:O`` — late chunking (default 256-token chunks, no overlap): the
+  encoder runs over the whole document and each chunk pools its token states; ``late+extend:pi``
+  runs the passes through an extended encoder (``--max-length`` is then the pass length, and
+  documents are not cut: longer ones are covered by overlapping passes);
 * ``lmk:<g>`` — landmark pooling every g tokens (alone: over PCW windows; ``extend:pi+lmk:64``:
   over one extended pass);
-* ``tau:<τ>`` — TempScale (attention logits / τ in every layer), with any base.
+* ``tau:<τ>`` — TempScale (attention logits / τ in every layer), with any base;
+* ``vectors:<K>`` — with chunk or late: at most K vectors per document (consecutive chunks averaged);
+* ``hybrid:rrf``, ``hybrid:<w>`` or ``hybrid:auto`` — with chunk or late: a document-level vector
+  too, fused with the best chunk by reciprocal-rank fusion or ``w·doc + (1−w)·chunk``; ``auto``
+  (``ragidx eval`` only) chooses w by cross-validation. The document vector comes from the
+  single-vector base given beside the chunk base (``pcw+chunk:256+hybrid:rrf``,
+  ``chunk:256+extend:pi+hybrid:0.3``), else from the late pass itself (late) or pcw (chunk).
 
 :func:`parse` turns a spec into a :class:`Strategy`; :meth:`Strategy.long_doc` and
 :meth:`Strategy.encoder_config` give the :class:`~ragidx.longdoc.LongDocConfig` (with its
@@ -32,8 +43,12 @@ from ragidx.errors import ConfigError, describe_validation
 from ragidx.extension.config import METHODS
 from ragidx.longdoc import LongDocConfig
 
-BASES = ("truncate", "chunk", "pcw", "extend")
-GRAMMAR = "truncate, chunk[:N], pcw, extend:<method|preset.toml>, lmk:<g>, tau:<τ>, joined by '+'"
+BASES = ("truncate", "chunk", "pcw", "extend", "late")
+CHUNKED = ("chunk", "late")
+GRAMMAR = (
+    "truncate, chunk[:N[:O]], pcw, extend:<method|preset.toml>, late[:N[:O]], lmk:<g>, tau:<τ>, "
+    "vectors:<K>, hybrid:<rrf|w|auto>, joined by '+'"
+)
 
 
 @dataclass(frozen=True)
@@ -43,15 +58,25 @@ class Strategy:
     spec: str
     policy: str
     chunk_size: int | None = None
+    overlap: int | None = None
     method: str | None = None
     preset: Path | None = None
     landmark_every: int | None = None
     tau: float | None = None
+    vectors_per_doc: int | None = None
+    fusion: str | None = None  # hybrid: "rrf", "weighted" or "auto" (weighted, tuned by ragidx eval)
+    weight: float | None = None  # hybrid weighted: the document cosine's weight
+    document: str | None = None  # hybrid: pass, pcw, extend or truncate
 
     @property
     def whole_document(self) -> bool:
-        """True for one pass over the whole document (extension), False for window-based ones."""
-        return self.policy == "extend"
+        """True when every vector sees the whole document (an extended pass, late chunking)."""
+        return self.policy == "extend" or (self.policy == "late" and self.method is not None)
+
+    @property
+    def chunk_policy(self) -> str | None:
+        """The chunk-level base (chunk or late), or None for single-vector strategies."""
+        return self.policy if self.policy in CHUNKED else None
 
     @property
     def model_overrides(self) -> dict[str, Any]:
@@ -62,8 +87,14 @@ class Strategy:
 
     @property
     def one_vector(self) -> bool:
-        """True when every text becomes exactly one vector (everything but ``chunk``)."""
-        return self.policy != "chunk"
+        """True when every text becomes exactly one vector (not chunk or late, unless at most one
+        vector per document and no hybrid)."""
+        return self.policy not in CHUNKED or (self.vectors_per_doc == 1 and self.fusion is None)
+
+    @property
+    def extends_pass(self) -> bool:
+        """True when an extension method is set (the extend base, or late/hybrid with extend)."""
+        return self.method is not None
 
     def with_tau(self, tau: float) -> Strategy:
         """The same strategy with TempScale τ (1 removes it)."""
@@ -73,23 +104,39 @@ class Strategy:
 
     def long_doc(self, max_tokens: int | None) -> LongDocConfig:
         """The long-document config for texts cut to ``max_tokens`` (LongEmbed's L_t; the extended
-        pass of ``extend`` reaches it; a preset brings its own target length)."""
+        pass of ``extend`` reaches it; a preset brings its own target length). With a chunk-level
+        base and an extension (``late+extend:pi``, a hybrid's extended document vector) it is the
+        extended pass length instead, and documents are not cut."""
         raw: dict[str, Any] = {"policy": self.policy}
         extension: dict[str, Any] = {}
         if self.preset is not None:
             preset = RagidxConfig.load(self.preset).long_doc
-            raw = preset.model_dump(exclude={"extension"})
-            raw["max_tokens"] = preset.extension.target_length
             extension = preset.extension.model_dump()
-        else:
-            raw["max_tokens"] = max_tokens
             if self.policy == "extend":
-                if max_tokens is None:
-                    raise ConfigError(f"strategy {self.spec}: extend needs a maximum length in tokens")
-                extension = {"method": self.method, "target_length": max_tokens}
+                raw = preset.model_dump(exclude={"extension"})
+                raw["max_tokens"] = preset.extension.target_length
+        elif self.method is not None:
+            if max_tokens is None:
+                raise ConfigError(f"strategy {self.spec}: extend needs a maximum length in tokens")
+            extension = {"method": self.method, "target_length": max_tokens}
+        cuts = self.method is None or self.policy == "extend"  # chunk-level + extension: no cut
+        if cuts and self.preset is None:
+            raw["max_tokens"] = max_tokens
         if self.chunk_size is not None:
             raw["chunk_size"] = self.chunk_size
-            raw["overlap"] = min(32, self.chunk_size // 4)
+            raw["overlap"] = min(32, self.chunk_size // 4) if self.policy == "chunk" else 0
+        elif self.policy == "late":
+            raw["overlap"] = 0
+        if self.overlap is not None:
+            raw["overlap"] = self.overlap
+        if self.vectors_per_doc is not None:
+            raw["vectors_per_doc"] = self.vectors_per_doc
+        if self.fusion is not None:
+            raw["hybrid"] = {
+                "document": self.document,
+                "fusion": "rrf" if self.fusion == "rrf" else "weighted",
+                "weight": 0.5 if self.weight is None else self.weight,
+            }
         if self.tau is not None:
             extension["tau"] = self.tau
         try:
@@ -105,33 +152,89 @@ class Strategy:
 def parse(spec: str) -> Strategy:
     """Parse a strategy spec; a bad one is a one-line :class:`ConfigError` saying what is allowed."""
     parts = [p.strip() for p in spec.split("+") if p.strip()]
-    base: dict[str, Any] = {}
-    lmk: int | None = None
-    tau: float | None = None
+    bases: dict[str, dict[str, Any]] = {}
+    options: dict[str, Any] = {}
     for part in parts:
         name, _, arg = part.partition(":")
         if name == "lmk":
-            lmk = _number(spec, part, arg, int)
+            options["landmark_every"] = _number(spec, part, arg, int)
         elif name == "tau":
             tau = _number(spec, part, arg, float)
             if not 0 < tau <= 1:
                 raise ConfigError(f"strategy {spec}: tau must be in (0, 1], got {arg}")
+            options["tau"] = tau
+        elif name == "vectors":
+            options["vectors_per_doc"] = _number(spec, part, arg, int)
+        elif name == "hybrid":
+            options.update(_hybrid(spec, arg))
         elif name in BASES:
-            if base:
-                raise ConfigError(f"strategy {spec}: one base strategy only ({', '.join(BASES)})")
-            base = _base(spec, name, arg)
+            if name in bases:
+                raise ConfigError(f"strategy {spec}: {name} given twice")
+            bases[name] = _base(spec, name, arg)
         else:
             raise ConfigError(f"strategy {spec}: unknown part {part!r}; use {GRAMMAR}")
-    if not base:
-        if lmk is None:
-            raise ConfigError(f"strategy {spec!r}: give a base strategy; use {GRAMMAR}")
-        base = {"policy": "pcw"}
-    return Strategy(spec=spec, landmark_every=lmk, tau=tau, **base)
+    return Strategy(spec=spec, **_combine(spec, bases, options))
+
+
+def _combine(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any]) -> dict[str, Any]:
+    """One strategy from its bases: one base, or a chunk-level base (chunk, late) with a
+    single-vector one (the late pass's extension, or a hybrid's document vector)."""
+    chunked = [bases[name] for name in CHUNKED if name in bases]
+    single = [(name, base) for name, base in bases.items() if name not in CHUNKED]
+    hybrid = "fusion" in options
+    if len(chunked) > 1 or len(single) > 1:
+        raise ConfigError(
+            f"strategy {spec}: at most one of chunk/late and one of truncate/pcw/extend; use {GRAMMAR}"
+        )
+    if not chunked:
+        if "vectors_per_doc" in options or hybrid:
+            raise ConfigError(f"strategy {spec}: vectors:<K> and hybrid need a chunk or late base")
+        if not single:
+            if "landmark_every" not in options:
+                raise ConfigError(f"strategy {spec!r}: give a base strategy; use {GRAMMAR}")
+            return {"policy": "pcw", **options}
+        return {**single[0][1], **options}
+    out = {**chunked[0], **options}
+    if "landmark_every" in options:
+        raise ConfigError(f"strategy {spec}: lmk pools one vector per window; not with chunk or late")
+    if single:
+        name, base = single[0]
+        late_pass = out["policy"] == "late" and name == "extend"
+        if not hybrid and not late_pass:
+            raise ConfigError(
+                f"strategy {spec}: {name} beside {out['policy']} makes a hybrid document vector; add "
+                "hybrid:rrf (or hybrid:<w>), or use late+extend:<method> for late chunks over an "
+                "extended pass"
+            )
+        out.update(method=base.get("method"), preset=base.get("preset"))
+        if hybrid:
+            out["document"] = "pass" if late_pass else name
+    elif hybrid:
+        out["document"] = "pass" if out["policy"] == "late" else "pcw"
+    return out
+
+
+def _hybrid(spec: str, arg: str) -> dict[str, Any]:
+    if arg in ("rrf", "auto"):
+        return {"fusion": arg}
+    try:
+        weight = float(arg)
+    except ValueError:
+        raise ConfigError(
+            f"strategy {spec}: use hybrid:rrf, hybrid:auto or hybrid:<w> with w in [0, 1]"
+        ) from None
+    if not 0 <= weight <= 1:
+        raise ConfigError(f"strategy {spec}: the hybrid weight must be in [0, 1], got {arg}")
+    return {"fusion": "weighted", "weight": weight}
 
 
 def _base(spec: str, name: str, arg: str) -> dict[str, Any]:
-    if name == "chunk":
-        return {"policy": "chunk", "chunk_size": _number(spec, name, arg, int) if arg else None}
+    if name in CHUNKED:
+        size, _, overlap = arg.partition(":")
+        out: dict[str, Any] = {"policy": name, "chunk_size": _number(spec, name, size, int) if size else None}
+        if overlap:
+            out["overlap"] = _number(spec, name, overlap, int, zero=True)
+        return out
     if name != "extend":
         if arg:
             raise ConfigError(f"strategy {spec}: {name} takes no argument")
@@ -149,11 +252,11 @@ def _base(spec: str, name: str, arg: str) -> dict[str, Any]:
     raise ConfigError(f"strategy {spec}: use extend:<method> ({', '.join(METHODS)}) or extend:<preset.toml>")
 
 
-def _number(spec: str, part: str, arg: str, kind: type[int] | type[float]) -> Any:
+def _number(spec: str, part: str, arg: str, kind: type[int] | type[float], zero: bool = False) -> Any:
     try:
         value = kind(arg)
     except ValueError:
         raise ConfigError(f"strategy {spec}: {part!r} needs a number after ':'") from None
-    if value <= 0:
+    if value < 0 or (value == 0 and not zero):
         raise ConfigError(f"strategy {spec}: {part!r} must be positive")
     return value

@@ -11,7 +11,9 @@ only the first window's tokens and count the rest. At the end of the stream the 
 plan (:func:`ragidx.longdoc.plan` on its full token count) decides the last windows, so the
 vectors, spans and recorded mode are those of the same document read whole (``max_tokens`` cuts
 included and recorded). Memory is bounded by one block, one window group and the vectors.
-Sentence-placed landmarks (LMK) fall back to fixed placement in a streamed document.
+Sentence-placed landmarks (LMK) fall back to fixed placement in a streamed document. Late
+chunking, hybrid indexes and the vectors-per-doc budget need the whole document: a streamed file
+is refused under them, with a message naming the file.
 """
 
 from __future__ import annotations
@@ -74,6 +76,12 @@ def embed_streamed(
     on_batch: Callable[[int], None] | None = None,
 ) -> StreamedEmbedding:
     """Plan and (unless ``embed`` is false: the vectors are known) embed a streamed document."""
+    if long_doc.policy == "late" or long_doc.hybrid is not None or long_doc.vectors_per_doc is not None:
+        raise ValueError(
+            f"{document.source}: too large to hold in memory (streamed), and late chunking, hybrid "
+            "and vectors-per-doc need the whole document; ingest it into an index with --long-doc "
+            "chunk or pcw"
+        )
     prompt = encoder.tokenize("", "document").prompt_ids
     probe = Tokens(prompt_ids=prompt, ids=[], offsets=None)
     window = encoder.content_budget(probe)
@@ -138,7 +146,7 @@ def embed_streamed(
         emit(span)
     run_pending(force=True)
     if embed:
-        out.vectors, _ = combine(out.plan, np.vstack(raw))  # pcw: mean of the un-normalised chunks
+        out.vectors = combine(out.plan, np.vstack(raw))  # pcw: mean of the un-normalised chunks
     if out.plan.single_vector:
         out.rows = [(0, out.plan.n_embedded, out.rows[0][2], out.rows[-1][3])]
     return out

@@ -82,7 +82,7 @@ def test_chunk_sizes_overrides_and_whole_document():
         ("fancy", "unknown part 'fancy'"),
         ("extend:yarn", "extend:<method>"),
         ("extend:missing.toml", "no such preset file"),
-        ("truncate+pcw", "one base strategy"),
+        ("truncate+pcw", "at most one of"),
         ("lmk:abc", "needs a number"),
         ("lmk:0", "must be positive"),
         ("pcw+tau:1.5", r"tau must be in \(0, 1\]"),

@@ -71,6 +71,18 @@ def _ints(values: list[str] | None, what: str) -> list[int]:
     return found
 
 
+def _lengths(values: list[str] | None) -> list[int | None]:
+    """--max-length values: whole numbers, or 'none' for whole documents."""
+    found: list[int | None] = []
+    for value in values or []:
+        for part in value.split(","):
+            if part.strip().lower() == "none":
+                found.append(None)
+            else:
+                found += _ints([part], "--max-length")
+    return found
+
+
 def _run(grid: EvalGrid, quiet: bool, as_json: bool) -> EvalResults:
     if quiet or as_json:
         results = run_grid(grid)
@@ -117,13 +129,20 @@ def eval_command(
         typer.Option(
             "--strategy",
             "-s",
-            help="truncate | chunk[:N] | pcw | extend:<pi|gp|rp|ntk|selfextend|preset.toml> | lmk:<g>, "
-            "'+tau:<τ>' to add TempScale (e.g. extend:pi+tau:0.8). Repeatable (default chunk).",
+            help="truncate | chunk[:N[:O]] | pcw | extend:<pi|gp|rp|ntk|selfextend|preset.toml> | "
+            "late[:N[:O]] | lmk:<g>; add '+tau:<τ>' (TempScale), '+vectors:<K>' (chunk/late: K "
+            "vectors per document), '+hybrid:<rrf|w|auto>' (chunk/late plus a document vector; auto "
+            "tunes w by 5-fold cross-validation), e.g. late:256+extend:pi+hybrid:rrf. Repeatable "
+            "(default chunk).",
         ),
     ] = None,
     max_length: Annotated[
         list[str] | None,
-        typer.Option("--max-length", help="L_t: documents cut to it, extensions reach it (e.g. 2048,4096)."),
+        typer.Option(
+            "--max-length",
+            help="L_t: documents cut to it, extensions reach it (e.g. 2048,4096); 'none': whole "
+            "documents. With late+extend or a hybrid's extend: the extended pass length (no cut).",
+        ),
     ] = None,
     lengths: Annotated[
         str | None, typer.Option(help="passkey/needle lengths, e.g. 256,512,1024,2048 (default all 8).")
@@ -157,7 +176,7 @@ def eval_command(
         "tasks": task,
         "models": model or ["default"],
         "strategies": strategy or ["chunk"],
-        "max_lengths": _ints(max_length, "--max-length") or [4096],
+        "max_lengths": _lengths(max_length) or [4096],
         "seed": seed,
         "data_dir": str(data_dir) if data_dir else None,
         "out": str(out_dir),

@@ -27,9 +27,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragidx import __version__
-from ragidx.encoder import Encoder, EncoderConfig, Window
+from ragidx.encoder import Encoder, EncoderConfig, Tokens
 from ragidx.errors import ConfigError
-from ragidx.evaluate.metrics import evaluate
+from ragidx.evaluate.metrics import evaluate, per_query
 from ragidx.evaluate.report import (
     EvalRecord,
     EvalResults,
@@ -41,7 +41,8 @@ from ragidx.evaluate.report import (
 )
 from ragidx.evaluate.tasks import LENGTHS, Task, TaskGroup, load_task
 from ragidx.extension.config import ExtensionConfig
-from ragidx.longdoc import EmbedPlan, LongDocConfig, combine, plan
+from ragidx.fusion import cross_validate, fuse, tune_weight
+from ragidx.longdoc import EmbedPlan, HybridConfig, LongDocConfig, combine, embed_raw, plan_tokens
 from ragidx.manifest import now
 from ragidx.strategy import Strategy, parse
 from ragidx.trec import write_run
@@ -102,6 +103,11 @@ class _Embedded:
     vectors: np.ndarray  # (n vectors, dim), each document's vectors contiguous
     starts: np.ndarray  # first vector of each document
     modes: Counter[str] = field(default_factory=Counter)
+    documents: np.ndarray | None = None  # hybrid: (n docs, dim) document-level vectors
+
+    @property
+    def vectors_per_doc(self) -> float:
+        return len(self.vectors) / max(len(self.doc_ids), 1)
 
 
 @dataclass
@@ -242,11 +248,17 @@ def evaluate_one(
     run_path = out / "runs" / name
     run_path.parent.mkdir(parents=True, exist_ok=True)
     temporary = run_path.with_name(f".{name}.tmp")
+    hybrid: dict[str, Any] = {}
+    n_vectors = 0
     with temporary.open("w", encoding="utf-8") as handle:
         for group in task.groups:
             docs = embed_documents(encoder, encoder_id, strategy, long_doc, group, cache, stats, progress)
             queries = embed_queries(encoder, encoder_id, long_doc.extension, group, cache, stats, progress)
-            ranked = search(queries, docs)
+            n_vectors += len(docs.vectors) + (0 if docs.documents is None else len(docs.documents))
+            if strategy.fusion == "auto":
+                ranked, hybrid[group.name] = tuned_search(queries, docs, group, task.main_metric, seed)
+            else:
+                ranked = search(queries, docs, hybrid=long_doc.hybrid)
             run = dict(zip(group.queries, ranked, strict=True))
             for qid, hits in run.items():
                 write_run(handle, qid, hits, _safe(strategy.spec))
@@ -281,6 +293,8 @@ def evaluate_one(
             "encoder_overrides": strategy.model_overrides,
             "window": encoder.window_size,
             "pooling": encoder.pooling.model_dump(mode="json"),
+            "vectors_per_doc": n_vectors / max(sum(len(g.corpus) for g in task.groups), 1),
+            **({"hybrid_tuning": hybrid} if hybrid else {}),
         },
         timing=Timing(
             seconds=time.perf_counter() - started,
@@ -312,48 +326,89 @@ def embed_documents(
     stats: _Stats,
     progress: EvalProgress,
 ) -> _Embedded:
-    """Every document's vectors (from the cache, else embedded), in ``group.corpus`` order."""
+    """Every document's vectors (from the cache, else embedded), in ``group.corpus`` order.
+
+    The cache holds each document's *raw* vectors (un-normalised, one per window or late chunk, and
+    the hybrid document vector; a late plan always computes its pass vector, which costs nothing), so
+    ``late``, ``late+hybrid:…`` and ``late+vectors:K`` share one embedding run."""
     fingerprint = encoder.folder.fingerprint()
-    found: dict[str, np.ndarray] = {}
+    recipe = _embedding_config(long_doc)
+    found: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    plans: dict[str, EmbedPlan] = {}
     modes: Counter[str] = Counter()
-    pending: list[tuple[str, str, str, EmbedPlan, list[Window]]] = []
+    pending: list[tuple[str, str, str, Tokens, EmbedPlan]] = []
     for doc_id, text in group.corpus.items():
         tokens = encoder.tokenize(text, "document")
         if not len(tokens):
             raise ConfigError(f"document {doc_id!r} has no tokens; remove it from the corpus")
-        extended = encoder.content_budget(tokens, extended=True) if long_doc.policy == "extend" else None
-        doc_plan = plan(len(tokens), encoder.content_budget(tokens), long_doc, extended)
-        modes[long_doc.extension.label() if doc_plan.mode == "extend" else doc_plan.mode] += 1
+        plans[doc_id] = plan_tokens(encoder, tokens, long_doc)
+        modes[long_doc.label(plans[doc_id].mode)] += 1
+        raw_plan = plan_tokens(encoder, tokens, recipe)
         sha = content_hash(text)
-        key = _document_key(encoder_id, long_doc.extension, doc_plan, sha)
+        key = _document_key(encoder_id, recipe.extension, raw_plan, sha)
         cached = cache.get(key)
         if cached is not None:
-            found[doc_id] = cached
+            found[doc_id] = _split_raw(raw_plan, cached)
             stats.docs_cached += 1
             continue
-        windows = [encoder.window(tokens, s, e) for s, e in doc_plan.spans]
-        pending.append((doc_id, key, sha, doc_plan, windows))
-    total = sum(len(w.input_ids) for *_, windows in pending for w in windows)
+        pending.append((doc_id, key, sha, tokens, raw_plan))
+    total = sum(_plan_tokens(encoder, tokens, p) for *_, tokens, p in pending)
     progress.stage(f"{group.name}: embed documents", total)
-    batch: list[tuple[str, str, str, EmbedPlan, list[Window]]] = []
+    batch: list[tuple[str, str, str, Tokens, EmbedPlan]] = []
     size = 0
     for item in pending:
         batch.append(item)
-        size += sum(len(w.input_ids) for w in item[4])
+        size += _plan_tokens(encoder, item[3], item[4])
         if size >= FLUSH_TOKENS:
             _embed_batch(encoder, strategy, fingerprint, batch, found, cache, stats, progress)
             batch, size = [], 0
     _embed_batch(encoder, strategy, fingerprint, batch, found, cache, stats, progress)
     doc_ids = list(group.corpus)
-    counts = [len(found[d]) for d in doc_ids]
+    final = {d: combine(plans[d], *found[d]) for d in doc_ids}
+    skip = 1 if long_doc.hybrid is not None else 0  # a hybrid's document vector comes first
+    documents = np.stack([final[d][0] for d in doc_ids]) if skip else None
+    counts = [len(final[d]) - skip for d in doc_ids]
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    return _Embedded(doc_ids, np.concatenate([found[d] for d in doc_ids]), starts, modes)
+    vectors = np.concatenate([final[d][skip:] for d in doc_ids])
+    return _Embedded(doc_ids, vectors, starts, modes, documents)
+
+
+def _embedding_config(long_doc: LongDocConfig) -> LongDocConfig:
+    """What is embedded (and cached) for ``long_doc``: no vectors-per-doc grouping, no fusion
+    settings, and a late plan's pass vector always."""
+    hybrid = long_doc.hybrid
+    if long_doc.policy == "late" and (hybrid is None or hybrid.document == "pass"):
+        hybrid = HybridConfig(document="pass")
+    elif hybrid is not None:
+        hybrid = HybridConfig(document=hybrid.document)
+    return long_doc.model_copy(update={"vectors_per_doc": None, "hybrid": hybrid})
+
+
+def _plan_tokens(encoder: Encoder, tokens: Tokens, doc_plan: EmbedPlan) -> int:
+    """Input tokens one plan runs through the encoder (for progress bars)."""
+    spans = list(doc_plan.windows) + list(doc_plan.passes)
+    extra = len(encoder.prefix_ids) + len(encoder.suffix_ids) + len(tokens.prompt_ids)
+    return sum(e - s + extra for s, e in spans)
+
+
+def _split_raw(doc_plan: EmbedPlan, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """A cached raw array back into (chunk vectors, document vector): the document row is first."""
+    if isinstance(doc_plan.document, EmbedPlan) or (doc_plan.document == "pass" and doc_plan.passes):
+        return rows[1:], rows[0]
+    return rows, None
 
 
 def _document_key(encoder_id: str, extension: ExtensionConfig, doc_plan: EmbedPlan, sha: str) -> str:
-    """What decides a document's vectors (see :mod:`ragidx.vector_cache`)."""
-    recipe: dict[str, Any] = {"chunks": doc_plan.mode == "chunk", "spans": doc_plan.spans}
-    if doc_plan.mode == "extend":
+    """What decides a document's raw vectors (see :mod:`ragidx.vector_cache`)."""
+    document = doc_plan.document
+    recipe: dict[str, Any] = {
+        "raw": 2,
+        "mode": doc_plan.mode,
+        "spans": doc_plan.spans,
+        "passes": doc_plan.passes,
+        "document": document.windows if isinstance(document, EmbedPlan) else document,
+    }
+    if extension.method != "none":
         recipe["extension"] = extension.model_dump(exclude={"query_tau"})
     elif extension.tau != 1.0:
         recipe["tau"] = extension.tau
@@ -364,25 +419,22 @@ def _embed_batch(
     encoder: Encoder,
     strategy: Strategy,
     fingerprint: str,
-    batch: list[tuple[str, str, str, EmbedPlan, list[Window]]],
-    found: dict[str, np.ndarray],
+    batch: list[tuple[str, str, str, Tokens, EmbedPlan]],
+    found: dict[str, tuple[np.ndarray, np.ndarray | None]],
     cache: EmbeddingCache,
     stats: _Stats,
     progress: EvalProgress,
 ) -> None:
     if not batch:
         return
-    windows = [w for *_, ws in batch for w in ws]
     started = time.perf_counter()
-    raw = encoder.embed_windows(windows, normalize=False, on_batch=progress.advance)
+    raw = embed_raw(encoder, [(tokens, p) for *_, tokens, p in batch], on_batch=progress.advance)
     stats.embed_seconds += time.perf_counter() - started
-    stats.tokens += sum(len(w.input_ids) for w in windows)
-    at = 0
-    for doc_id, key, sha, doc_plan, ws in batch:
-        vectors, _ = combine(doc_plan, raw[at : at + len(ws)])
-        at += len(ws)
-        found[doc_id] = vectors
-        cache.put(key, vectors, model=fingerprint, strategy=strategy.spec, kind="document", sha256=sha)
+    stats.tokens += sum(_plan_tokens(encoder, tokens, p) for *_, tokens, p in batch)
+    for (doc_id, key, sha, _, _), (chunks, document) in zip(batch, raw, strict=True):
+        found[doc_id] = (chunks, document)
+        rows = chunks if document is None else np.vstack([document[None, :], chunks])
+        cache.put(key, rows, model=fingerprint, strategy=strategy.spec, kind="document", sha256=sha)
         stats.docs_embedded += 1
     cache.flush()
 
@@ -425,10 +477,56 @@ def embed_queries(
     return np.concatenate([v for v in vectors if v is not None])
 
 
-def search(queries: np.ndarray, docs: _Embedded, k: int = TOP_K) -> list[list[tuple[str, float]]]:
-    """Top-k documents per query by inner product; a document scores as its best vector (max-sim).
-    Ties keep corpus order."""
-    sims = queries @ docs.vectors.T
-    per_doc = np.maximum.reduceat(sims, docs.starts, axis=1)
+def scores(queries: np.ndarray, docs: _Embedded, hybrid: HybridConfig | None = None) -> np.ndarray:
+    """(n queries, n docs) document scores: best vector (max-sim), fused with the document vector's
+    cosine for a hybrid (``ragidx.fusion``)."""
+    per_doc = np.maximum.reduceat(queries @ docs.vectors.T, docs.starts, axis=1)
+    if hybrid is None or docs.documents is None:
+        return per_doc
+    return fuse(queries @ docs.documents.T, per_doc, hybrid)
+
+
+def search(
+    queries: np.ndarray, docs: _Embedded, k: int = TOP_K, hybrid: HybridConfig | None = None
+) -> list[list[tuple[str, float]]]:
+    """Top-k documents per query by :func:`scores`. Ties keep corpus order."""
+    return _top(scores(queries, docs, hybrid), docs, k)
+
+
+def _top(per_doc: np.ndarray, docs: _Embedded, k: int = TOP_K) -> list[list[tuple[str, float]]]:
     order = np.argsort(-per_doc, axis=1, kind="stable")[:, : min(k, len(docs.doc_ids))]
     return [[(docs.doc_ids[j], float(per_doc[i, j])) for j in row] for i, row in enumerate(order)]
+
+
+def tuned_search(
+    queries: np.ndarray, docs: _Embedded, group: TaskGroup, metric: str, seed: int
+) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
+    """``hybrid:auto``: the weighted fusion with w chosen by 5-fold cross-validation over the group's
+    queries (each query ranked with the weight chosen on the other folds), and the weights chosen."""
+    assert docs.documents is not None
+    document = queries @ docs.documents.T
+    chunk = np.maximum.reduceat(queries @ docs.vectors.T, docs.starts, axis=1)
+    qids = list(group.queries)
+    ranked: dict[float, list[list[tuple[str, float]]]] = {}
+
+    def run_for(weight: float) -> list[list[tuple[str, float]]]:
+        if weight not in ranked:
+            ranked[weight] = _top(weight * document + (1 - weight) * chunk, docs)
+        return ranked[weight]
+
+    def per_query_scores(weight: float) -> np.ndarray:
+        run = run_for(weight)
+        return np.array(
+            [
+                per_query([d for d, _ in hits], group.qrels.get(q, {}))[metric]
+                for q, hits in zip(qids, run, strict=True)
+            ]
+        )
+
+    _, folds = cross_validate(per_query_scores, len(qids), seed=seed)
+    out: list[list[tuple[str, float]]] = [[] for _ in qids]
+    for weight, held in folds:
+        for i in held:
+            out[i] = run_for(weight)[i]
+    overall, _ = tune_weight(per_query_scores)
+    return out, {"fold_weights": [w for w, _ in folds], "weight_on_all_queries": overall}
