@@ -18,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -330,7 +330,14 @@ def embed_documents(
 
     The cache holds each document's *raw* vectors (un-normalised, one per window or late chunk, and
     the hybrid document vector; a late plan always computes its pass vector, which costs nothing), so
-    ``late``, ``late+hybrid:…`` and ``late+vectors:K`` share one embedding run."""
+    ``late``, ``late+hybrid:…`` and ``late+vectors:K`` share one embedding run; a hybrid with a
+    document plan of its own (``pcw+chunk:256+hybrid:rrf``) is embedded as its two strategies."""
+    separate = long_doc.document_config()
+    if separate is not None:
+        chunk_level = long_doc.model_copy(update={"hybrid": None})
+        chunks = embed_documents(encoder, encoder_id, strategy, chunk_level, group, cache, stats, progress)
+        documents = embed_documents(encoder, encoder_id, strategy, separate, group, cache, stats, progress)
+        return replace(chunks, documents=documents.vectors)
     fingerprint = encoder.folder.fingerprint()
     recipe = _embedding_config(long_doc)
     found: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
