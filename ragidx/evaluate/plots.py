@@ -3,7 +3,9 @@
 * synthetic tasks (passkey, needle): Acc@1 against document length, one line per strategy, one
   figure per task and model (the LongEmbed per-length curves);
 * real tasks: the main metric against the max length L_t, one line per strategy (strategies that
-  ignore L_t, such as truncate, are drawn as a flat line over the lengths run).
+  ignore L_t, such as truncate, are drawn as a flat line over the lengths run);
+* quality vs index size: per model and task, each strategy's score against its vectors per
+  document (log scale), the Pareto front drawn as a step line.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragidx.evaluate.report import TASK_TITLES, EvalRecord, EvalResults, label, task_column
+from ragidx.evaluate.report import TASK_TITLES, EvalRecord, EvalResults, label, pareto, task_column
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -45,7 +47,40 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
             figure.savefig(path, dpi=110)
             plt.close(figure)
             written.append(path)
+            sized = [r for r in rows if "vectors_per_doc" in r.parameters]
+            if len(sized) > 1:
+                written.append(_tradeoff(plt, sized, folder, task, model))
     return written
+
+
+def _tradeoff(plt: object, rows: list[EvalRecord], folder: Path, task: str, model: str) -> Path:
+    figure, axes = plt.subplots(figsize=(7.2, 4.6))  # type: ignore[attr-defined]
+    for record in rows:
+        x = record.parameters["vectors_per_doc"]
+        axes.scatter([x], [record.score], s=28)
+        axes.annotate(
+            label(record, 1), (x, record.score), fontsize=7, xytext=(4, 3), textcoords="offset points"
+        )
+    front = sorted(pareto(rows), key=lambda r: r.parameters["vectors_per_doc"])
+    axes.step(
+        [r.parameters["vectors_per_doc"] for r in front],
+        [r.score for r in front],
+        where="post",
+        color="black",
+        alpha=0.6,
+        label="Pareto front",
+    )
+    axes.set_xscale("log")
+    axes.set_xlabel("vectors per document (index size)")
+    axes.set_ylabel(f"{rows[0].main_metric} (%)")
+    axes.set_title(f"{TASK_TITLES.get(task, task)}: quality vs vectors per document — {model}")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    path = folder / f"{task}__{''.join(c if c.isalnum() else '_' for c in model)}__tradeoff.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)  # type: ignore[attr-defined]
+    return path
 
 
 def _synthetic(axes: Axes, rows: list[EvalRecord]) -> None:

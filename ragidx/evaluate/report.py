@@ -182,6 +182,8 @@ def markdown(results: EvalResults) -> str:
             lines += ["", f"## {TASK_TITLES.get(task, task)}: Acc@1 per length", ""]
             lines += _table(["strategy", *map(str, lengths), "avg"], per_length, [*map(str, lengths), "avg"])
     lines += ["", "## Whole document vs chunking", "", *verdicts(records)]
+    if any("vectors_per_doc" in r.parameters for r in records):
+        lines += ["", "## Quality vs index size", "", *tradeoff(records)]
     lines += ["", "## Commands", "", *[f"    {c}" for c in results.commands]]
     return "\n".join(lines) + "\n"
 
@@ -223,6 +225,50 @@ def verdicts(records: Sequence[EvalRecord]) -> list[str]:
                     f"best chunked {label(c, 1)} {cs:.1f}"
                 )
     return lines or ["- (needs an extend strategy and a chunk or pcw strategy on the same task)"]
+
+
+def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
+    """Per task: each strategy's score against its vectors per document and index bytes (float32,
+    flat), the encoder throughput of the run that embedded it, and the Pareto front (no other
+    strategy scores higher with as few or fewer vectors) marked ★."""
+    lines: list[str] = []
+    models = len({r.model for r in records})
+    for task in _tasks(records):
+        mine = [r for r in records if task_column(r.task) == task and "vectors_per_doc" in r.parameters]
+        if not mine:
+            continue
+        front = pareto(mine)
+        lines += [
+            f"**{TASK_TITLES.get(task, task)}** ({mine[0].main_metric}; ★ = Pareto front)",
+            "",
+            "| strategy | vectors / doc | index KiB / doc | tokens/s (encoder) | score | hybrid weight |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in sorted(mine, key=lambda r: (r.parameters["vectors_per_doc"], -r.score)):
+            speed = r.timing.tokens_embedded / r.timing.embed_seconds if r.timing.tokens_embedded else None
+            tuning = r.parameters.get("hybrid_tuning")
+            weight = (
+                ", ".join(f"{t['weight_on_all_queries']:.2f}" for t in tuning.values()) if tuning else "–"
+            )
+            lines.append(
+                f"| {label(r, models)}{' ★' if r in front else ''} | {r.parameters['vectors_per_doc']:.1f} | "
+                f"{r.parameters.get('index_bytes_per_doc', 0) / 1024:.1f} | "
+                f"{f'{speed:,.0f}' if speed else '(cached)'} | {r.score:.1f} | {weight} |"
+            )
+        lines.append("")
+    return lines
+
+
+def pareto(records: Sequence[EvalRecord]) -> list[EvalRecord]:
+    """Records no other record beats on score with as few or fewer vectors per document."""
+    return [
+        r
+        for r in records
+        if not any(
+            o.parameters["vectors_per_doc"] <= r.parameters["vectors_per_doc"] and o.score > r.score
+            for o in records
+        )
+    ]
 
 
 def _group_score(record: EvalRecord, group: str) -> float:

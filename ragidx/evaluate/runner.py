@@ -294,6 +294,10 @@ def evaluate_one(
             "window": encoder.window_size,
             "pooling": encoder.pooling.model_dump(mode="json"),
             "vectors_per_doc": n_vectors / max(sum(len(g.corpus) for g in task.groups), 1),
+            "index_bytes_per_doc": 4
+            * encoder.dim
+            * n_vectors
+            / max(sum(len(g.corpus) for g in task.groups), 1),
             **({"hybrid_tuning": hybrid} if hybrid else {}),
         },
         timing=Timing(

@@ -103,3 +103,41 @@ def test_search_scores_a_document_by_its_best_vector() -> None:
     ranked = search(np.array([[0.0, 1.0], [1.0, 0.0]], dtype=np.float32), docs, k=2)
     assert [d for d, _ in ranked[0]] == ["a", "b"] and ranked[0][0][1] == pytest.approx(1.0)
     assert [d for d, _ in ranked[1]] == ["a", "c"]
+
+
+def test_late_hybrid_and_budget_share_one_embedding_run(tiny_model: Path, tmp_path: Path) -> None:
+    """late:N embeds once; its hybrid, budget and tuned variants reuse the cached raw vectors, and
+    each records its vectors per document and index size."""
+    specs = ["late:32", "late:32+hybrid:rrf", "late:32+vectors:2", "late:32+hybrid:auto", "late:32+hybrid:1"]
+    results = run_grid(_grid(tiny_model, tmp_path, specs), command="late")
+    first, *rest = results.records
+    assert first.timing.docs_embedded == 100
+    assert all(r.timing.docs_embedded == 0 and r.timing.docs_cached == 100 for r in rest)
+    by = {r.strategy: r for r in results.records}
+    assert by["late:32+vectors:2"].parameters["vectors_per_doc"] == 2.0
+    late_vectors = by["late:32"].parameters["vectors_per_doc"]
+    assert late_vectors == pytest.approx(256 / 32, abs=1)
+    assert by["late:32+hybrid:rrf"].parameters["vectors_per_doc"] == pytest.approx(late_vectors + 1)
+    tuning = by["late:32+hybrid:auto"].parameters["hybrid_tuning"]["256"]
+    assert len(tuning["fold_weights"]) == 5 and 0 <= tuning["weight_on_all_queries"] <= 1
+    assert by["late:32"].groups[0].embed_modes == {"late": 100}
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "Quality vs index size" in table and "★" in table
+
+
+def test_hybrid_weight_one_and_zero_reproduce_document_and_chunk_rankings() -> None:
+    rng = np.random.default_rng(0)
+    chunks = rng.normal(size=(7, 4)).astype(np.float32)
+    documents = rng.normal(size=(3, 4)).astype(np.float32)
+    docs = runner._Embedded(["a", "b", "c"], chunks, np.array([0, 2, 5]), documents=documents)
+    queries = rng.normal(size=(5, 4)).astype(np.float32)
+    from ragidx.longdoc import HybridConfig
+
+    only_doc = search(queries, docs, hybrid=HybridConfig(fusion="weighted", weight=1.0))
+    only_chunk = search(queries, docs, hybrid=HybridConfig(fusion="weighted", weight=0.0))
+    plain = search(queries, docs)
+    doc_order = np.argsort(-(queries @ documents.T), axis=1, kind="stable")
+    assert [[d for d, _ in hits] for hits in only_doc] == [
+        [docs.doc_ids[j] for j in row] for row in doc_order
+    ]
+    assert [[d for d, _ in hits] for hits in only_chunk] == [[d for d, _ in hits] for hits in plain]
