@@ -209,7 +209,9 @@ def _plan_chunks(n_tokens: int, window: int, config: LongDocConfig, extended_win
         raise ValueError("cannot plan an empty document")
     if config.policy == "late":
         return _plan_late(n_tokens, window, config, extended_window)
-    if n_tokens <= window:
+    # an explicit chunk size below the window: anything longer than one chunk is chunked
+    fits = min(window, config.chunk_size) if config.policy == "chunk" and config.chunk_size else window
+    if n_tokens <= fits:
         return EmbedPlan("whole", [(0, n_tokens)], n_tokens)
     if config.policy == "truncate":
         return EmbedPlan("truncate", [(0, window)], n_tokens)
@@ -218,7 +220,7 @@ def _plan_chunks(n_tokens: int, window: int, config: LongDocConfig, extended_win
         if extended_window is None:
             raise ValueError("the extend policy needs the extended window")
         return EmbedPlan("extend", [(0, min(limit, extended_window))], n_tokens)
-    if limit <= window:
+    if limit <= fits:
         mode: EmbedMode = "truncate"
         return EmbedPlan(mode, [(0, limit)], n_tokens)
     if config.policy == "pcw":

@@ -51,6 +51,13 @@ def test_chunk_size_defaults_to_the_window_and_is_capped_by_it() -> None:
     assert plan(1000, 400, LongDocConfig(chunk_size=900, overlap=0)).spans[0] == (0, 400)
 
 
+def test_an_explicit_chunk_size_chunks_documents_that_fit_the_window() -> None:
+    """chunk:128 means 128-token chunks even for a 300-token document in a 512-token window."""
+    result = plan(300, 512, LongDocConfig(policy="chunk", chunk_size=128, overlap=0))
+    assert result.mode == "chunk" and result.spans == [(0, 128), (128, 256), (172, 300)]
+    assert plan(100, 512, LongDocConfig(policy="chunk", chunk_size=128)).mode == "whole"
+
+
 def test_truncate_is_explicit_and_counted() -> None:
     result = plan(3000, 512, LongDocConfig(policy="truncate"))
     assert result.mode == "truncate" and result.spans == [(0, 512)]
