@@ -40,7 +40,10 @@ def test_ranks_keep_candidate_order_on_ties_and_work_per_row() -> None:
 
 
 def test_tune_weight_picks_the_best_mean_and_prefers_the_smaller_weight_on_ties() -> None:
-    assert tune_weight(lambda w: np.array([-(w - 0.3) ** 2, -(w - 0.3) ** 2])) == (0.3, pytest.approx(0.0))
+    assert tune_weight(lambda w: np.array([-((w - 0.3) ** 2), -((w - 0.3) ** 2)])) == (
+        0.3,
+        pytest.approx(0.0),
+    )
     assert tune_weight(lambda w: np.ones(3))[0] == WEIGHTS[0] == 0.0
     # only the queries asked for count: query 0 wants w = 1, query 1 wants w = 0
     score = lambda w: np.array([w, 1 - w])  # noqa: E731

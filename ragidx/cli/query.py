@@ -98,7 +98,13 @@ def _table(query: str, results: list[SearchResult]) -> None:
     table.add_column("snippet", ratio=3)
     for r in results:
         where = r.doc_id if r.source.endswith(r.doc_id) else f"{r.doc_id}\n[dim]{r.source}[/]"
-        how = r.embed_mode if r.chunk is None else f"{r.embed_mode} chunk {r.chunk['ordinal'] + 1}"
+        how = r.embed_mode
+        if r.chunk is not None:  # late chunks say so (e.g. "late+extend:pi chunk 3")
+            how = (
+                f"chunk {r.chunk['ordinal'] + 1}"
+                if how == "chunk"
+                else f"{how} chunk {r.chunk['ordinal'] + 1}"
+            )
         if r.document_score is not None and r.chunk_score is not None:
             how += f"\ndocument {r.document_score:.3f}, best chunk {r.chunk_score:.3f}"
         table.add_row(str(r.rank), f"{r.score:.3f}", f"{where}\n[dim]{how}[/]", r.snippet)
