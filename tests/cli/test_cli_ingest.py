@@ -197,7 +197,7 @@ def test_ray_job_failure_is_one_line_and_commits_nothing(
     assert len(Index.open(ix)) == 2  # nothing committed
 
 
-# ----------------------------------------------------------------------------- late, budget, hybrid, --strategy
+# ------------------------------------------------------------------------ late, budget, hybrid, --strategy
 def _squeezed(text: str) -> str:
     """Output without spaces and table borders (rich folds long cells over several lines)."""
     return "".join(ch for ch in text if not ch.isspace() and ch not in "│┃|")
