@@ -301,7 +301,11 @@ def test_streamed_files_are_skipped_under_late_hybrid_and_budgets(tmp_path: Path
     (docs / "small.txt").write_text("Bees dance.")
     (docs / "big.txt").write_text(long_text(400))
     for n, long_doc in enumerate(
-        [{"policy": "late"}, {"policy": "chunk", "vectors_per_doc": 2}, {"policy": "late", "hybrid": {}}]
+        [
+            {"policy": "late"},
+            {"policy": "chunk", "vectors_per_doc": 2},
+            {"policy": "late", "hybrid": {"fusion": "rrf"}},
+        ]
     ):
         config = tiny_config(tiny_model, long_doc, stream_bytes=1000)
         report = ingest(docs, tmp_path / f"ix{n}", config)
