@@ -496,10 +496,12 @@ def check_agreement(
     if document_vectors is not None:
         upper = store.ordinals() == -1
         _check_level(directory, "document-level FAISS index", document_vectors, vids[upper], manifest)
-        if int(upper.sum()) != store.n_documents or len(np.unique(vids[upper])) != store.n_documents:
+        owners = {doc_id for doc_id, up in zip(store.vector_doc_ids(), upper, strict=True) if up}
+        if int(upper.sum()) != store.n_documents or len(owners) != store.n_documents:
             raise IndexFormatError(
                 f"{directory}: {int(upper.sum())} document-level vectors for {store.n_documents} "
-                "documents (a hybrid index has one each); re-ingest into a new index"
+                f"documents, {len(owners)} of which have one (a hybrid index has one each); re-ingest "
+                "into a new index"
             )
         vids = vids[~upper]
     _check_level(directory, "FAISS index", vectors, vids, manifest)

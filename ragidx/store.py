@@ -3,7 +3,8 @@
 Two tables (pyarrow, Parquet on disk; no pickle):
 
 * **documents** — one row per document: id, source, content sha256, title, text, token count,
-  tokens embedded, how it was embedded (``whole``/``chunk``/``pcw``/``truncate``), vector count,
+  tokens embedded, how it was embedded (``whole``, ``chunk``, ``pcw``, ``truncate``,
+  ``extend:<method>``, ``late``, ``late+extend:<method>``), vector count,
   metadata (JSON) and ingest time;
 * **vectors** — one row per FAISS id: the document it belongs to, its ordinal in that document and
   its token and character span. Chunk-level vectors are numbered 0, 1, … in document order; the

@@ -238,3 +238,23 @@ def test_in_memory_hybrid_index_refuses_a_document_without_its_document_vector(t
     index = Index.create(None, tiny_encoder, LongDocConfig(policy="late", hybrid=HybridConfig()))
     with pytest.raises(IndexFormatError, match="has 0 document-level vectors"):
         add_embedded(index, [Document("a", "text", "")], np.ones((1, 32)))
+
+
+def test_every_document_needs_exactly_one_document_level_vector(tiny_encoder: Encoder) -> None:
+    from ragidx.faiss_index import FaissConfig, FaissIndex
+    from ragidx.index import check_agreement
+    from ragidx.store import DocumentRecord, Store, VectorRecord
+
+    store = Store.empty()
+    for doc_id, ordinals in (("a", [-1, -1, 0]), ("b", [0])):  # a: two document vectors, b: none
+        record = DocumentRecord(doc_id, "", "0" * 64, None, "text", 1, 1, "late", len(ordinals))
+        base = 0 if doc_id == "a" else 3
+        store.add(record, [VectorRecord(base + i, doc_id, o, 0, 1, 0, 4) for i, o in enumerate(ordinals)])
+    upper, chunks = FaissIndex.create(32, FaissConfig()), FaissIndex.create(32, FaissConfig())
+    upper.add(np.eye(2, 32, dtype=np.float32), np.array([0, 1]))
+    chunks.add(np.eye(2, 32, dtype=np.float32), np.array([2, 3]))
+    manifest = Index.create(None, tiny_encoder).manifest
+    with pytest.raises(
+        IndexFormatError, match="2 document-level vectors for 2 documents, 1 of which have one"
+    ):
+        check_agreement(Path("ix"), manifest, chunks, store, upper)

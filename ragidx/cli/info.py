@@ -130,7 +130,7 @@ def _long_doc(manifest: Manifest) -> str:
         text += f" (weight tuned on {cfg.hybrid.tuned_on})" if cfg.hybrid.tuned_on else ""
     ext = cfg.extension
     if cfg.policy == "extend" or ext.method != "none":
-        text += " (" if cfg.policy == "extend" else ", passes extended ("
+        text += " (" if cfg.policy == "extend" else ", extension ("
         text += f"{ext.method} to {ext.target_length} tokens"
         details = {"s": ext.scale, "λ": ext.ntk_lambda, "g": ext.se_group, "w": ext.se_window}
         text += "".join(f", {k}={v}" for k, v in details.items() if v is not None)

@@ -263,7 +263,7 @@ def test_ingest_strategy_spec(tmp_path: Path, tiny_model: Path) -> None:
         _squeezed("late (late chunks of 16 tokens, overlap 0), hybrid: document vector from pass, fused rrf")
         in text
     )
-    assert _squeezed("passes extended (pi to 128 tokens") in text
+    assert _squeezed("extension (pi to 128 tokens") in text
 
 
 @pytest.mark.parametrize(
