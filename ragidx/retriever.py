@@ -39,6 +39,7 @@ Per = Literal["document", "chunk"]
 
 SNIPPET_CHARS = 240
 HYBRID_CANDIDATES = 100  # a hybrid search fuses at least this many documents from each level
+HYBRID_GROUP = 16  # queries whose candidates' stored vectors are reconstructed together
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset(
@@ -282,9 +283,13 @@ class Retriever:
                 if where is None or accepted[doc_id]:
                     found.setdefault(doc_id)
             candidates.append(list(found))
-        stored = _StoredVectors(index, {d for docs in candidates for d in docs})
         out: list[list[Hit]] = []
-        for query, docs in zip(vectors, candidates, strict=True):
+        stored: _StoredVectors | None = None
+        for number, (query, docs) in enumerate(zip(vectors, candidates, strict=True)):
+            if number % HYBRID_GROUP == 0:  # one reconstruction per group of queries: bounded memory
+                group = candidates[number : number + HYBRID_GROUP]
+                stored = _StoredVectors(index, {d for docs in group for d in docs})
+            assert stored is not None
             document, chunk, best = stored.scores(query, docs)
             fused = fuse(document, chunk, config)
             order = np.argsort(-fused, kind="stable")[:k]

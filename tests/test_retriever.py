@@ -173,3 +173,13 @@ def test_hybrid_override_needs_a_hybrid_index(tmp_path: Path, tiny_model: Path) 
     ingest(tmp_path / "d", tmp_path / "ix", RagidxConfig().override(model={"model": str(tiny_model)}))
     with pytest.raises(ConfigError, match="not a hybrid index"):
         Index.open(tmp_path / "ix").search("one", hybrid=HybridConfig())
+
+
+def test_hybrid_batches_match_single_queries(hybrid_index: Path) -> None:
+    """More queries than one reconstruction group (HYBRID_GROUP): the same results as one by one."""
+    index = Index.open(hybrid_index)
+    queries = [f"Sentence {i} says river" for i in range(20)]
+    batch = index.search_many(queries, k=4)
+    for query, hits in zip(queries[::6], batch[::6], strict=True):
+        single = index.search(query, k=4)
+        assert [(h.doc_id, h.score, h.chunk) for h in hits] == [(h.doc_id, h.score, h.chunk) for h in single]
