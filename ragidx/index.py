@@ -6,6 +6,8 @@ Layout of ``DIR``::
     vectors-000003.faiss          # FAISS index (IDMap2 over the factory), FAISS binary format
                                   # or, with [index] shards = N, vectors-000003-s000.faiss …
                                   # (manifest keys faiss.0 …; see ragidx.faiss_shards)
+    vectors-000003-doc.faiss      # hybrid indexes only: the document-level vectors (key
+                                  # faiss.document), a Flat IDMap2 index of the same dim
     documents-000003.parquet      # one row per document
     chunks-000003.parquet         # one row per vector id
 
@@ -16,6 +18,11 @@ before the switch finds its files gone and reads the new one instead). Every fil
 sha256 are checked on open, and FAISS ids must equal the store's vector ids. Writers hold
 ``ragidx.lock.WriterLock``; leftovers of a crashed writer (temp files, a generation whose manifest
 switch never happened) are removed by :meth:`Index.remove_leftovers` under that lock.
+
+A hybrid index (``[long_doc] hybrid``) has two FAISS levels: every document's document-level
+vector (store ordinal ``-1``) in :attr:`Index.document_vectors`, its chunk-level vectors in
+:attr:`Index.vectors`; both levels' ids together equal the store's, each document has exactly one
+document-level vector, and other indexes are written exactly as before (no second file).
 ``Index.open(dir).search(query, k)`` is the Python entry point for queries; ``ragidx.ingestion``
 adds documents through ``add``/``commit``; ``get`` and ``remove`` read and delete documents by id.
 
@@ -37,9 +44,9 @@ import numpy as np
 from ragidx import __version__, faults
 from ragidx.encoder import Encoder, EncoderConfig
 from ragidx.errors import IndexFormatError, ModelError
-from ragidx.faiss_index import FaissConfig
+from ragidx.faiss_index import FaissConfig, FaissIndex
 from ragidx.faiss_shards import VectorIndex, create_vectors, vectors_from_bytes
-from ragidx.longdoc import LongDocConfig
+from ragidx.longdoc import HybridConfig, LongDocConfig
 from ragidx.manifest import (
     MANIFEST_NAME,
     EncoderInfo,
@@ -55,7 +62,8 @@ from ragidx.store import DocumentRecord, Store, VectorRecord
 if TYPE_CHECKING:
     from ragidx.retriever import Per, SearchResult, Where
 
-DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})(?:-s\d{3})?\.(faiss|parquet)$")
+DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})(?:-s\d{3}|-doc)?\.(faiss|parquet)$")
+DOCUMENT_KEY = "faiss.document"  # manifest key of a hybrid index's document-level FAISS file
 
 
 class Index:
@@ -69,14 +77,17 @@ class Index:
         store: Store,
         encoder: Encoder | None = None,
         encoder_config: EncoderConfig | None = None,
+        document_vectors: FaissIndex | None = None,
     ):
         self.directory = directory
         self.manifest = manifest
         self.vectors = vectors
+        self.document_vectors = document_vectors  # hybrid: the document-level vectors (ordinal -1)
         self.store = store
         self._encoder = encoder
         self._encoder_config = encoder_config or EncoderConfig()
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # (vectors, ids) not yet in FAISS
+        self._pending_documents: list[tuple[np.ndarray, np.ndarray]] = []  # the same, document level
 
     # ----------------------------------------------------------------------------- lifecycle
     @classmethod
@@ -90,8 +101,15 @@ class Index:
         """Open an existing index. The encoder is loaded on first search (from the manifest's
         model, with the run-time settings of ``encoder_config``: device, dtype, batch sizes)."""
         directory = Path(directory)
-        manifest, vectors, store = load_generation(directory)
-        index = cls(directory, manifest, vectors, store, encoder_config=encoder_config)
+        manifest, vectors, store, document_vectors = load_generation(directory)
+        index = cls(
+            directory,
+            manifest,
+            vectors,
+            store,
+            encoder_config=encoder_config,
+            document_vectors=document_vectors,
+        )
         if encoder is not None:
             index.check_encoder(encoder)
             index._encoder = encoder
@@ -120,12 +138,27 @@ class Index:
             faiss=faiss_config,
         )
         vectors = create_vectors(encoder.dim, faiss_config)
-        return cls(directory, manifest, vectors, Store.empty(), encoder=None if external else encoder)
+        document_vectors = None
+        if manifest.long_doc.hybrid is not None:
+            document_vectors = FaissIndex.create(encoder.dim, document_faiss(faiss_config))
+        return cls(
+            directory,
+            manifest,
+            vectors,
+            Store.empty(),
+            encoder=None if external else encoder,
+            document_vectors=document_vectors,
+        )
 
     @property
     def name(self) -> str:
         """The directory, or ``in-memory index`` before the first commit of one created without."""
         return str(self.directory) if self.directory is not None else "in-memory index"
+
+    @property
+    def hybrid(self) -> bool:
+        """True when the index holds document-level vectors beside the chunk-level ones."""
+        return self.document_vectors is not None
 
     @staticmethod
     def exists(directory: str | Path) -> bool:
@@ -197,11 +230,13 @@ class Index:
         *,
         where: Where | None = None,
         per: Per = "document",
+        hybrid: HybridConfig | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
         ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
-        when that many match."""
-        return self.search_many([query], k, where=where, per=per)[0]
+        when that many match. A hybrid index fuses document and best-chunk cosines as its manifest
+        says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.retriever``)."""
+        return self.search_many([query], k, where=where, per=per, hybrid=hybrid)[0]
 
     def search_many(
         self,
@@ -210,10 +245,11 @@ class Index:
         *,
         where: Where | None = None,
         per: Per = "document",
+        hybrid: HybridConfig | None = None,
     ) -> list[list[SearchResult]]:
         from ragidx.retriever import Retriever
 
-        return Retriever(self).search_many(queries, k, where=where, per=per)
+        return Retriever(self).search_many(queries, k, where=where, per=per, hybrid=hybrid)
 
     def search_by_vectors(
         self,
@@ -223,6 +259,7 @@ class Index:
         *,
         where: Where | None = None,
         per: Per = "document",
+        hybrid: HybridConfig | None = None,
     ) -> list[list[SearchResult]]:
         """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
         ``queries`` only pick each result's snippet."""
@@ -235,16 +272,25 @@ class Index:
                 f"{self.manifest.encoder.dim}-d vectors from {self.manifest.encoder.name}"
             )
         vectors = l2_normalize(vectors)
-        return Retriever(self).rank(queries, vectors, k, where=where, per=per)
+        return Retriever(self).rank(queries, vectors, k, where=where, per=per, hybrid=hybrid)
 
     def get(self, doc_ids: Iterable[str]) -> list[DocumentRecord]:
         """The stored documents with these ids, in the order asked; unknown ids are left out."""
         return [self.store.document(d) for d in doc_ids if self.store.sha256(d) is not None]
 
     def vectors_of(self, vids: Sequence[int]) -> np.ndarray:
-        """The stored vectors with these ids, as float32 (n, dim)."""
+        """The stored vectors with these ids (of either level of a hybrid index), float32 (n, dim)."""
         self.flush()
-        return self.vectors.reconstruct(np.asarray(vids, dtype=np.int64))
+        vids = np.asarray(vids, dtype=np.int64)
+        if self.document_vectors is None:
+            return self.vectors.reconstruct(vids)
+        upper = np.isin(vids, self.document_vectors.ids())
+        out = np.zeros((len(vids), self.vectors.dim), dtype=np.float32)
+        if upper.any():
+            out[upper] = self.document_vectors.reconstruct(vids[upper])
+        if not upper.all():
+            out[~upper] = self.vectors.reconstruct(vids[~upper])
+        return out
 
     def __len__(self) -> int:
         return self.store.n_documents
@@ -252,7 +298,14 @@ class Index:
     # ----------------------------------------------------------------------------- writes
     def add(self, document: DocumentRecord, vectors: np.ndarray, spans: list[VectorRecord]) -> None:
         """Add one document with its vectors (``spans[i]`` describes ``vectors[i]``; ids are
-        assigned here). A document with the same id is replaced."""
+        assigned here). A document with the same id is replaced. In a hybrid index the span with
+        ordinal -1 is the document-level vector: exactly one per document."""
+        upper = np.array([span.ordinal == -1 for span in spans], dtype=bool)
+        if self.document_vectors is not None and upper.sum() != 1:
+            raise IndexFormatError(
+                f"{self.name}: document {document.doc_id!r} has {int(upper.sum())} document-level vectors; "
+                "a hybrid index needs exactly one (ingest it with the index's long-document policy)"
+            )
         if self.store.sha256(document.doc_id) is not None:
             self.remove({document.doc_id})
         start = self.manifest.next_vid
@@ -260,23 +313,35 @@ class Index:
         for vid, span in zip(ids, spans, strict=True):
             span.vid = int(vid)
         self.manifest.next_vid = start + len(vectors)
-        self._pending.append((np.asarray(vectors, dtype=np.float32), ids))
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self.document_vectors is None:
+            self._pending.append((vectors, ids))
+        else:
+            self._pending.append((vectors[~upper], ids[~upper]))
+            self._pending_documents.append((vectors[upper], ids[upper]))
         self.store.add(document, spans)
 
     def remove(self, doc_ids: Iterable[str]) -> int:
         """Drop documents by id (unknown ids are ignored); returns how many were dropped."""
         present = {d for d in doc_ids if self.store.sha256(d) is not None}
         self.flush()
-        self.vectors.remove(self.store.remove(present))
+        vids = self.store.remove(present)
+        if self.document_vectors is not None:
+            upper = np.isin(vids, self.document_vectors.ids())
+            self.document_vectors.remove(vids[upper])
+            vids = vids[~upper]
+        self.vectors.remove(vids)
         return len(present)
 
     def flush(self) -> None:
         """Hand vectors added since the last flush to FAISS in one call (an untrained factory
         trains on them); searches and commits do this first."""
-        if self._pending:
-            vectors, ids = zip(*self._pending, strict=True)
-            self.vectors.add(np.vstack(vectors), np.concatenate(ids))
-            self._pending.clear()
+        levels = ((self._pending, self.vectors), (self._pending_documents, self.document_vectors))
+        for pending, level in levels:
+            if pending and level is not None:
+                vectors, ids = zip(*pending, strict=True)
+                level.add(np.vstack(vectors), np.concatenate(ids))
+                pending.clear()
 
     def commit(self, directory: str | Path | None = None) -> None:
         """Write the next generation and switch the manifest to it (see the module docstring).
@@ -294,6 +359,8 @@ class Index:
         documents, chunks = self.store.to_bytes()
         shards = self.vectors.shard_bytes()
         payloads = {**_faiss_keys(shards), "documents": documents, "chunks": chunks}
+        if self.document_vectors is not None:
+            payloads[DOCUMENT_KEY] = self.document_vectors.to_bytes()
         names = {key: _faiss_file(key, generation) for key in payloads if key.startswith("faiss")}
         names["documents"] = f"documents-{generation:06d}.parquet"
         names["chunks"] = f"chunks-{generation:06d}.parquet"
@@ -371,12 +438,22 @@ def _faiss_keys(shards: list[bytes]) -> dict[str, bytes]:
 def _faiss_file(key: str, generation: int) -> str:
     if key == "faiss":
         return f"vectors-{generation:06d}.faiss"
+    if key == DOCUMENT_KEY:
+        return f"vectors-{generation:06d}-doc.faiss"
     return f"vectors-{generation:06d}-s{int(key.partition('.')[2]):03d}.faiss"
 
 
-def load_generation(directory: Path, attempts: int = 5) -> tuple[Manifest, VectorIndex, Store]:
-    """Read the current generation: manifest, checked data files, FAISS index and store. A
-    commit that switches the manifest while this runs makes it read the new generation instead."""
+def document_faiss(config: FaissConfig) -> FaissConfig:
+    """The FAISS settings of a hybrid index's document-level vectors: exact (Flat), one file."""
+    return FaissConfig(factory="Flat", gpu=config.gpu)
+
+
+def load_generation(
+    directory: Path, attempts: int = 5
+) -> tuple[Manifest, VectorIndex, Store, FaissIndex | None]:
+    """Read the current generation: manifest, checked data files, FAISS index, store and (hybrid
+    indexes) the document-level FAISS index. A commit that switches the manifest while this runs
+    makes it read the new generation instead."""
     for attempt in range(attempts):
         manifest = Manifest.read(directory)
         try:
@@ -387,28 +464,61 @@ def load_generation(directory: Path, attempts: int = 5) -> tuple[Manifest, Vecto
             if not switched or attempt == attempts - 1:
                 raise
     keys = ["faiss"] if manifest.faiss.shards == 1 else [f"faiss.{n}" for n in range(manifest.faiss.shards)]
-    missing = [key for key in (*keys, "documents", "chunks") if key not in data]
+    hybrid = manifest.long_doc.hybrid is not None
+    needed = (*keys, "documents", "chunks", *([DOCUMENT_KEY] if hybrid else []))
+    missing = [key for key in needed if key not in data]
     if missing:
         raise IndexFormatError(f"{directory / MANIFEST_NAME}: lists no {missing[0]} file")
     shards = [data[key] for key in keys]
     source = str(directory)
     vectors = vectors_from_bytes(shards, manifest.faiss, source)
     store = Store.from_bytes(data["documents"], data["chunks"], source)
-    check_agreement(directory, manifest, vectors, store)
-    return manifest, vectors, store
+    document_vectors = None
+    if hybrid:
+        path = directory / manifest.files[DOCUMENT_KEY].name
+        config = document_faiss(manifest.faiss)
+        document_vectors = FaissIndex.from_bytes(data[DOCUMENT_KEY], config, str(path))
+    check_agreement(directory, manifest, vectors, store, document_vectors)
+    return manifest, vectors, store, document_vectors
 
 
-def check_agreement(directory: Path, manifest: Manifest, vectors: VectorIndex, store: Store) -> None:
-    """FAISS and the store must hold exactly the same vector ids, of the manifest's dimension."""
-    if vectors.ntotal != store.n_vectors or vectors.dim != manifest.encoder.dim:
+def check_agreement(
+    directory: Path,
+    manifest: Manifest,
+    vectors: VectorIndex,
+    store: Store,
+    document_vectors: FaissIndex | None = None,
+) -> None:
+    """FAISS and the store must hold exactly the same vector ids, of the manifest's dimension; in
+    a hybrid index, the document-level FAISS index exactly the ids of ordinal -1, one per document,
+    and the chunk-level one all the others."""
+    vids = store.vids()
+    if document_vectors is not None:
+        upper = store.ordinals() == -1
+        _check_level(directory, "document-level FAISS index", document_vectors, vids[upper], manifest)
+        owners = {doc_id for doc_id, up in zip(store.vector_doc_ids(), upper, strict=True) if up}
+        if int(upper.sum()) != store.n_documents or len(owners) != store.n_documents:
+            raise IndexFormatError(
+                f"{directory}: {int(upper.sum())} document-level vectors for {store.n_documents} "
+                f"documents, {len(owners)} of which have one (a hybrid index has one each); re-ingest "
+                "into a new index"
+            )
+        vids = vids[~upper]
+    _check_level(directory, "FAISS index", vectors, vids, manifest)
+
+
+def _check_level(
+    directory: Path, what: str, vectors: VectorIndex, vids: np.ndarray, manifest: Manifest
+) -> None:
+    if vectors.ntotal != len(vids) or vectors.dim != manifest.encoder.dim:
         raise IndexFormatError(
-            f"{directory}: FAISS index ({vectors.ntotal} vectors of {vectors.dim}-d) does not "
-            f"match the store ({store.n_vectors} rows, {manifest.encoder.dim}-d); re-run ragidx ingest"
+            f"{directory}: {what} ({vectors.ntotal} vectors of {vectors.dim}-d) does not "
+            f"match the store ({len(vids)} rows, {manifest.encoder.dim}-d); re-run ragidx ingest"
         )
-    if not np.array_equal(np.sort(vectors.ids()), np.sort(store.vids())):
+    if not np.array_equal(np.sort(vectors.ids()), np.sort(vids)):
         raise IndexFormatError(
-            f"{directory}: FAISS ids differ from the store's vector ids; the index is inconsistent, "
-            "re-ingest into a new index"
+            f"{directory}: {what.replace('index', 'ids')} differ from the store's vector ids; the index "
+            "is inconsistent, re-ingest into a new index"
         )
 
 

@@ -317,7 +317,7 @@ class _Run:
             return
         doc_plan = plan_tokens(self.encoder, tokens, self.long_doc)
         vectors = self.checkpointed.pop(digest, None)
-        if vectors is not None and len(vectors) != (1 if doc_plan.single_vector else len(doc_plan.spans)):
+        if vectors is not None and len(vectors) != len(doc_plan.rows):
             vectors = None
         self.pending.append(_Planned(item, digest, tokens, doc_plan, previous is not None, vectors))
         self.progress.planned(item, doc_plan.n_embedded)
@@ -379,8 +379,6 @@ class _Run:
     def add(self, item: _Planned) -> None:
         assert item.vectors is not None
         doc, report = item.document, self.report
-        spans = item.plan.spans if not item.plan.single_vector else [(0, item.plan.n_embedded)]
-        mode = item.plan.mode
         record = DocumentRecord(
             doc_id=doc.doc_id,
             source=doc.source,
@@ -389,12 +387,12 @@ class _Run:
             text=doc.text,
             n_tokens=item.plan.n_tokens,
             n_embedded=item.plan.n_embedded,
-            embed_mode=self.long_doc.extension.label() if mode == "extend" else mode,
+            embed_mode=self.long_doc.label(item.plan.mode),
             n_vectors=len(item.vectors),
             metadata=doc.metadata,
             ingested_at=now().isoformat(),
         )
-        rows = item.rows or [_span_record(doc.doc_id, i, s, e, item.tokens) for i, (s, e) in enumerate(spans)]
+        rows = item.rows or _span_records(doc.doc_id, item.plan, item.tokens)
         self.index.add(record, item.vectors, rows)
         report.updated += item.replaces
         report.added += not item.replaces
@@ -466,6 +464,15 @@ def _embed(
     for item, vectors in zip(todo, embedded, strict=True):
         item.vectors = out[item.sha256] = vectors
     return out
+
+
+def _span_records(doc_id: str, doc_plan: EmbedPlan, tokens: Tokens | None) -> list[VectorRecord]:
+    """One record per vector of ``doc_plan`` (:attr:`EmbedPlan.rows`): chunk-level vectors numbered
+    0, 1, …; a hybrid's document-level vector, the first row, ordinal -1 (see ``ragidx.store``)."""
+    first = -1 if doc_plan.document is not None else 0
+    return [
+        _span_record(doc_id, first + i, start, end, tokens) for i, (start, end) in enumerate(doc_plan.rows)
+    ]
 
 
 def _span_record(doc_id: str, ordinal: int, start: int, end: int, tokens: Tokens | None) -> VectorRecord:

@@ -7,6 +7,14 @@ that matched. FAISS is asked for more vectors than ``k`` until ``k`` distinct do
 still return ``k`` documents when ``k`` match. ``per="chunk"`` ranks vectors (chunks) instead of
 documents. Each :class:`SearchResult` carries a snippet: the passage of the matching span that
 shares the most words with the query.
+
+A hybrid index (document-level vectors beside the chunk-level ones, see ``ragidx.index``) is
+searched at both levels: the candidates are the union of the best ``max(k, 100)`` documents by
+best chunk and by document vector; each candidate's exact document cosine and best-chunk cosine
+(from its stored vectors) are fused by :func:`ragidx.fusion.fuse` with the manifest's
+:class:`~ragidx.longdoc.HybridConfig` (or one given per search), and the ``k`` best documents are
+returned once each, with both cosines and the best chunk's span. ``per="chunk"`` ranks the
+chunk-level vectors only.
 """
 
 from __future__ import annotations
@@ -18,6 +26,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ragidx.errors import ConfigError
+from ragidx.fusion import fuse
+from ragidx.longdoc import HybridConfig
+
 if TYPE_CHECKING:
     from ragidx.index import Index
     from ragidx.store import DocumentRecord
@@ -26,6 +38,8 @@ Where = Callable[["DocumentRecord"], bool]
 Per = Literal["document", "chunk"]
 
 SNIPPET_CHARS = 240
+HYBRID_CANDIDATES = 100  # a hybrid search fuses at least this many documents from each level
+HYBRID_GROUP = 16  # queries whose candidates' stored vectors are reconstructed together
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset(
@@ -97,11 +111,16 @@ class SearchResult:
     n_tokens: int
     chunk: dict[str, int] | None = None  # the best-matching span when the document was chunked
     metadata: dict[str, Any] = field(default_factory=dict)
+    document_score: float | None = None  # hybrid: the document-level cosine (score is the fused one)
+    chunk_score: float | None = None  # hybrid: the best chunk's cosine
 
     def to_dict(self, with_text: bool = False) -> dict[str, Any]:
         data = asdict(self)
         if not with_text:
             data.pop("text")
+        for key in ("document_score", "chunk_score"):  # only hybrid searches have them
+            if data[key] is None:
+                data.pop(key)
         return data
 
     @property
@@ -112,6 +131,16 @@ class SearchResult:
         return self.text
 
 
+@dataclass(frozen=True)
+class Hit:
+    """One ranked vector: its id and score (hybrid: the best chunk, the fused score and both cosines)."""
+
+    vid: int
+    score: float
+    document_score: float | None = None
+    chunk_score: float | None = None
+
+
 class Retriever:
     """Searches one :class:`~ragidx.index.Index`."""
 
@@ -119,12 +148,18 @@ class Retriever:
         self.index = index
 
     def search_many(
-        self, queries: Sequence[str], k: int = 10, *, where: Where | None = None, per: Per = "document"
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        *,
+        where: Where | None = None,
+        per: Per = "document",
+        hybrid: HybridConfig | None = None,
     ) -> list[list[SearchResult]]:
         if not queries:
             return []
         vectors, _ = self.index.encoder.embed(list(queries), role="query")
-        return self.rank(queries, vectors, k, where=where, per=per)
+        return self.rank(queries, vectors, k, where=where, per=per, hybrid=hybrid)
 
     def rank(
         self,
@@ -134,16 +169,56 @@ class Retriever:
         *,
         where: Where | None = None,
         per: Per = "document",
+        hybrid: HybridConfig | None = None,
     ) -> list[list[SearchResult]]:
-        """Results for query vectors (``queries`` only pick the snippets)."""
-        hits = self.search_vectors(vectors, k, where=where, per=per)
+        """Results for query vectors (``queries`` only pick the snippets). ``hybrid``: fuse a
+        hybrid index's two levels this way instead of as its manifest says."""
+        hits = self.hits(vectors, k, where=where, per=per, hybrid=hybrid)
         return [self._results(query, h) for query, h in zip(queries, hits, strict=True)]
 
     def search_vectors(
         self, vectors: np.ndarray, k: int, *, where: Where | None = None, per: Per = "document"
     ) -> list[list[tuple[int, float]]]:
-        """Per query, up to ``k`` (vector id, score) pairs: one per document (its best vector),
-        or, ``per="chunk"``, the best vectors themselves."""
+        """Per query, up to ``k`` (vector id, score) pairs: one per document (its best vector; in
+        a hybrid index its best chunk and fused score), or, ``per="chunk"``, the best vectors."""
+        return [[(h.vid, h.score) for h in hits] for hits in self.hits(vectors, k, where=where, per=per)]
+
+    def hits(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        *,
+        where: Where | None = None,
+        per: Per = "document",
+        hybrid: HybridConfig | None = None,
+    ) -> list[list[Hit]]:
+        """Per query, up to ``k`` :class:`Hit`: one per document, or (``per="chunk"``) per vector."""
+        config = self.hybrid_config(hybrid)
+        if config is not None and per == "document":
+            return self._fused(vectors, k, where, config)
+        return [[Hit(vid, score) for vid, score in hits] for hits in self._max_sim(vectors, k, where, per)]
+
+    def hybrid_config(self, hybrid: HybridConfig | None = None) -> HybridConfig | None:
+        """How this index's levels are fused (``hybrid``, else the manifest's); None: not hybrid."""
+        if not self.index.hybrid:
+            if hybrid is not None:
+                raise ConfigError(
+                    f"{self.index.name}: not a hybrid index (no document-level vectors); ingest with "
+                    "--hybrid rrf|<w> (or a hybrid:… strategy) to fuse document and chunk scores"
+                )
+            return None
+        return hybrid or self.index.manifest.long_doc.hybrid
+
+    def _max_sim(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        where: Where | None,
+        per: Per,
+        accepted: dict[str, bool] | None = None,
+    ) -> list[list[tuple[int, float]]]:
+        """Per query, up to ``k`` (vector id, score) from the (chunk-level) FAISS index: the best
+        vector of each document, or (``per="chunk"``) the best vectors."""
         self.index.flush()
         store, faiss_index = self.index.store, self.index.vectors
         total = faiss_index.ntotal
@@ -151,7 +226,7 @@ class Retriever:
             return [[] for _ in range(len(vectors))]
         per_doc = max(1.0, store.n_vectors / max(store.n_documents, 1)) if per == "document" else 1.0
         fetch = min(total, int(k * min(per_doc, 8)) + k)
-        accepted: dict[str, bool] = {}  # where() per document, computed once per search
+        accepted = {} if accepted is None else accepted  # where() per document, computed once per search
         while True:
             scores, ids = faiss_index.search(vectors, fetch)
             merged = [self._best(s, i, k, where, per, accepted) for s, i in zip(scores, ids, strict=True)]
@@ -188,18 +263,53 @@ class Retriever:
                 break
         return hits
 
-    def _results(self, query: str, hits: list[tuple[int, float]]) -> list[SearchResult]:
+    def _fused(
+        self, vectors: np.ndarray, k: int, where: Where | None, config: HybridConfig
+    ) -> list[list[Hit]]:
+        """Hybrid search (see the module docstring): per query, the ``k`` best documents by fused score."""
+        index, store = self.index, self.index.store
+        assert index.document_vectors is not None
+        fetch = max(k, HYBRID_CANDIDATES)
+        accepted: dict[str, bool] = {}
+        by_chunk = self._max_sim(vectors, fetch, where, "document", accepted)
+        _, upper = index.document_vectors.search(vectors, fetch)
+        candidates: list[list[str]] = []
+        for chunk_hits, doc_vids in zip(by_chunk, upper, strict=True):
+            found = dict.fromkeys(store.vector(vid).doc_id for vid, _ in chunk_hits)
+            for vid in doc_vids[doc_vids >= 0]:
+                doc_id = store.vector(int(vid)).doc_id
+                if where is not None and doc_id not in accepted:
+                    accepted[doc_id] = bool(where(store.document(doc_id)))
+                if where is None or accepted[doc_id]:
+                    found.setdefault(doc_id)
+            candidates.append(list(found))
+        out: list[list[Hit]] = []
+        stored: _StoredVectors | None = None
+        for number, (query, docs) in enumerate(zip(vectors, candidates, strict=True)):
+            if number % HYBRID_GROUP == 0:  # one reconstruction per group of queries: bounded memory
+                group = candidates[number : number + HYBRID_GROUP]
+                stored = _StoredVectors(index, {d for docs in group for d in docs})
+            assert stored is not None
+            document, chunk, best = stored.scores(query, docs)
+            fused = fuse(document, chunk, config)
+            order = np.argsort(-fused, kind="stable")[:k]
+            out.append(
+                [Hit(int(best[i]), float(fused[i]), float(document[i]), float(chunk[i])) for i in order]
+            )
+        return out
+
+    def _results(self, query: str, hits: list[Hit]) -> list[SearchResult]:
         results = []
-        for rank, (vid, score) in enumerate(hits, start=1):
-            span = self.index.store.vector(vid)
+        for rank, hit in enumerate(hits, start=1):
+            span = self.index.store.vector(hit.vid)
             doc = self.index.store.document(span.doc_id)
-            chunked = doc.embed_mode == "chunk"
+            chunked = doc.embed_mode.split("+")[0] in ("chunk", "late")
             has_span = chunked and span.char_start >= 0  # -1: tokenizer without offsets
             passage = doc.text[span.char_start : span.char_end] if has_span else doc.text
             results.append(
                 SearchResult(
                     rank=rank,
-                    score=score,
+                    score=hit.score,
                     doc_id=doc.doc_id,
                     source=doc.source,
                     title=doc.title,
@@ -217,9 +327,45 @@ class Retriever:
                     if chunked
                     else None,
                     metadata=doc.metadata,
+                    document_score=hit.document_score,
+                    chunk_score=hit.chunk_score,
                 )
             )
         return results
+
+
+class _StoredVectors:
+    """The stored vectors of some documents of a hybrid index, reconstructed once for a search."""
+
+    def __init__(self, index: Index, doc_ids: set[str]):
+        assert index.document_vectors is not None
+        self.rows: dict[str, tuple[int, int, int]] = {}  # doc id → (its row in upper, chunk rows lo, hi)
+        upper_vids: list[int] = []
+        chunk_vids: list[np.ndarray] = []
+        at = 0
+        for doc_id in sorted(doc_ids):
+            vids, ordinals = index.store.document_vids(doc_id)
+            chunks = vids[ordinals >= 0]
+            self.rows[doc_id] = (len(upper_vids), at, at + len(chunks))
+            upper_vids.append(int(vids[ordinals == -1][0]))
+            chunk_vids.append(chunks)
+            at += len(chunks)
+        self.chunk_vids = np.concatenate(chunk_vids) if chunk_vids else np.zeros(0, dtype=np.int64)
+        self.upper = index.document_vectors.reconstruct(np.asarray(upper_vids, dtype=np.int64))
+        self.chunks = index.vectors.reconstruct(self.chunk_vids)
+
+    def scores(self, query: np.ndarray, doc_ids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per document: its document cosine, its best chunk cosine and that chunk's vector id."""
+        upper = self.upper @ query
+        chunk = self.chunks @ query
+        document = np.empty(len(doc_ids))
+        best_score = np.empty(len(doc_ids))
+        best = np.empty(len(doc_ids), dtype=np.int64)
+        for i, doc_id in enumerate(doc_ids):
+            row, lo, hi = self.rows[doc_id]
+            top = lo + int(np.argmax(chunk[lo:hi]))
+            document[i], best_score[i], best[i] = upper[row], chunk[top], self.chunk_vids[top]
+        return document, best_score, best
 
 
 def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:

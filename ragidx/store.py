@@ -3,10 +3,13 @@
 Two tables (pyarrow, Parquet on disk; no pickle):
 
 * **documents** — one row per document: id, source, content sha256, title, text, token count,
-  tokens embedded, how it was embedded (``whole``/``chunk``/``pcw``/``truncate``), vector count,
+  tokens embedded, how it was embedded (``whole``, ``chunk``, ``pcw``, ``truncate``,
+  ``extend:<method>``, ``late``, ``late+extend:<method>``), vector count,
   metadata (JSON) and ingest time;
 * **vectors** — one row per FAISS id: the document it belongs to, its ordinal in that document and
-  its token and character span.
+  its token and character span. Chunk-level vectors are numbered 0, 1, … in document order; the
+  document-level vector of a hybrid index (``[long_doc] hybrid``, kept in the second FAISS index,
+  see ``ragidx.index``) has ordinal ``-1`` and spans the tokens its plan covers.
 
 Mutations are buffered and applied when the tables are next read or written.
 """
@@ -102,6 +105,7 @@ class Store:
         self._removed: set[str] = set()
         self._doc_rows: dict[str, int] | None = None
         self._vid_rows: dict[int, int] | None = None
+        self._doc_vectors: dict[str, tuple[np.ndarray, np.ndarray]] | None = None  # doc id → vids, ordinals
 
     @classmethod
     def empty(cls) -> Store:
@@ -132,7 +136,7 @@ class Store:
     def add(self, document: DocumentRecord, vectors: list[VectorRecord]) -> None:
         self._new_docs.append(document.to_row())
         self._new_vectors.extend(asdict(v) for v in vectors)
-        self._doc_rows = self._vid_rows = None
+        self._doc_rows = self._vid_rows = self._doc_vectors = None
 
     def remove(self, doc_ids: set[str]) -> np.ndarray:
         """Drop documents; returns the vector ids that belonged to them."""
@@ -142,7 +146,7 @@ class Store:
         mask = pc.is_in(self._vectors["doc_id"], value_set=pa.array(sorted(doc_ids)))
         vids = self._vectors.filter(mask)["vid"].to_numpy()
         self._removed |= doc_ids
-        self._doc_rows = self._vid_rows = None
+        self._doc_rows = self._vid_rows = self._doc_vectors = None
         return vids
 
     # ----------------------------------------------------------------------------- reads
@@ -171,6 +175,23 @@ class Store:
     def vids(self) -> np.ndarray:
         self._apply()
         return self._vectors["vid"].to_numpy()
+
+    def ordinals(self) -> np.ndarray:
+        """The ordinal of every vector row, in row order (-1: a hybrid's document-level vector)."""
+        self._apply()
+        return self._vectors["ordinal"].to_numpy()
+
+    def document_vids(self, doc_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """(vector ids, ordinals) of one document's vectors, in row order (empty: unknown id)."""
+        self._apply()
+        if self._doc_vectors is None:
+            vids, ordinals = self._vectors["vid"].to_numpy(), self._vectors["ordinal"].to_numpy()
+            rows: dict[str, list[int]] = {}
+            for row, owner in enumerate(self._vectors["doc_id"].to_pylist()):
+                rows.setdefault(owner, []).append(row)
+            self._doc_vectors = {d: (vids[r], ordinals[r]) for d, r in rows.items()}
+        empty = np.zeros(0, dtype=np.int64)
+        return self._doc_vectors.get(doc_id, (empty, empty.astype(np.int32)))
 
     def vector_doc_ids(self) -> list[str]:
         """The document of every vector row, in row order."""

@@ -215,16 +215,24 @@ def _combine(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any
 
 
 def _hybrid(spec: str, arg: str) -> dict[str, Any]:
+    try:
+        return fusion(arg)
+    except ValueError as exc:
+        raise ConfigError(f"strategy {spec}: {exc}") from None
+
+
+def fusion(arg: str) -> dict[str, Any]:
+    """A hybrid fusion as :class:`Strategy` fields: ``rrf``, ``auto``, or a weight w in [0, 1]
+    (``weighted``); a ValueError saying what is allowed otherwise (also ``ragidx ingest/query
+    --hybrid``)."""
     if arg in ("rrf", "auto"):
         return {"fusion": arg}
     try:
         weight = float(arg)
     except ValueError:
-        raise ConfigError(
-            f"strategy {spec}: use hybrid:rrf, hybrid:auto or hybrid:<w> with w in [0, 1]"
-        ) from None
+        raise ValueError("use hybrid:rrf, hybrid:auto or hybrid:<w> with w in [0, 1]") from None
     if not 0 <= weight <= 1:
-        raise ConfigError(f"strategy {spec}: the hybrid weight must be in [0, 1], got {arg}")
+        raise ValueError(f"the hybrid weight must be in [0, 1], got {arg}")
     return {"fusion": "weighted", "weight": weight}
 
 

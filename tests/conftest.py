@@ -213,3 +213,23 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+HYBRID_LONG_DOC = {"policy": "late", "chunk_size": 16, "overlap": 0, "hybrid": {"fusion": "rrf"}}
+
+
+@pytest.fixture(scope="session")
+def hybrid_index(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
+    """Eight documents (two short, six several chunks long) ingested with a tiny model as a hybrid
+    index: late chunks of 16 tokens plus each document's late-pass vector, fused by RRF. Read-only:
+    copy it (``shutil.copytree``) to change it."""
+    from ragidx.ingestion import ingest
+
+    root = tmp_path_factory.mktemp("hybrid")
+    docs = root / "docs"
+    docs.mkdir()
+    for i in range(8):
+        text = f"Short note {i} on bees." if i < 2 else long_text(90, seed=40 + i)
+        (docs / f"h{i}.txt").write_text(f"Document {i}. {text}")
+    ingest(docs, root / "ix", tiny_config(tiny_model, HYBRID_LONG_DOC))
+    return root / "ix"

@@ -107,9 +107,9 @@ def test_non_utf8_file_is_config_error(tmp_path: Path) -> None:
         ("[long_doc]\noverlap = -1\n", "long_doc.overlap: Input should be greater than or equal to 0"),
         (
             '[long_doc]\npolicy = "nope"\n',
-            "long_doc.policy: Input should be 'chunk', 'pcw', 'truncate' or 'extend'",
+            "long_doc.policy: Input should be 'chunk', 'pcw', 'truncate', 'extend' or 'late'",
         ),
-        ("[long_doc]\nchunk_size = 8\n", "long_doc.chunk_size: Input should be greater than or equal to 16"),
+        ("[long_doc]\nchunk_size = 2\n", "long_doc.chunk_size: Input should be greater than or equal to 4"),
         (
             "[long_doc]\nchunk_size = 64\noverlap = 64\n",
             r"long_doc: Value error, overlap \(64\) must be smaller than chunk_size \(64\)",

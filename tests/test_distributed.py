@@ -102,6 +102,33 @@ def test_killed_ray_ingest_resumes_from_its_shards_and_a_rerun_skips_everything(
     assert Index.open(tmp_path / "ix").manifest.generation == generation  # nothing written
 
 
+def test_ray_builds_the_hybrid_late_index_a_local_ingest_builds(
+    local_ray: None, tmp_path: Path, tiny_model: Path
+) -> None:
+    """Late chunks, a budget and a document vector per document: the same rows at both levels, and
+    a streamed file skipped with the same reason."""
+    docs = write_docs(tmp_path / "docs", 3)
+    (docs / "long.txt").write_text(long_text(200, seed=5))
+    (docs / "huge.txt").write_text(long_text(400, seed=6))  # streamed: refused under late
+    late = {
+        "policy": "late",
+        "chunk_size": 16,
+        "overlap": 0,
+        "vectors_per_doc": 4,
+        "hybrid": {"fusion": "rrf"},
+    }
+    config = tiny_config(tiny_model, late, stream_bytes=2000)
+    local = ingest(docs, tmp_path / "local", config)
+    distributed = ingest_ray(docs, tmp_path / "ray", config, workers=1)
+    assert distributed.by_mode == local.by_mode == {"late": 4}
+    assert distributed.vectors == local.vectors
+    assert _skips(distributed) == _skips(local) and "huge.txt" in local.skipped[0].source
+    _same_index(tmp_path / "local", tmp_path / "ray")
+    ray_index = Index.open(tmp_path / "ray")
+    assert ray_index.document_vectors is not None and ray_index.document_vectors.ntotal == 4
+    assert ray_index.store.document_vids("long.txt")[1].tolist() == [-1, 0, 1, 2, 3]  # the budget: 4
+
+
 def test_without_ray_the_error_says_what_to_install(
     tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragidx.config import RagidxConfig
+from ragidx.documents import Document
 from ragidx.encoder import Encoder, EncoderConfig
 from ragidx.errors import IndexFormatError, ModelError
 from ragidx.index import Index
@@ -141,3 +144,117 @@ def test_commit_refuses_a_generation_it_has_not_seen(built: Path, tiny_model: Pa
     ):
         second.commit()
     assert sorted(Index.open(built).store.doc_ids()) == ["d0.txt", "d1.txt", "d2.txt", "new-1"]
+
+
+# ----------------------------------------------------------------------------- hybrid: two FAISS levels
+@pytest.fixture()
+def hybrid_copy(hybrid_index: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(hybrid_index, tmp_path / "hybrid"))
+
+
+HYBRID_FILES = [
+    "chunks-000001.parquet",
+    "documents-000001.parquet",
+    "vectors-000001-doc.faiss",
+    "vectors-000001.faiss",
+]
+
+
+def test_hybrid_index_files_round_trip(hybrid_copy: Path) -> None:
+    assert _data_files(hybrid_copy) == HYBRID_FILES
+    manifest = json.loads((hybrid_copy / MANIFEST_NAME).read_text())
+    assert manifest["files"]["faiss.document"]["name"] == "vectors-000001-doc.faiss"
+    assert manifest["long_doc"]["hybrid"]["fusion"] == "rrf"
+    index = Index.open(hybrid_copy)
+    vids = index.store.vids()
+    before = index.vectors_of(vids)
+    index.commit()  # a second generation, read back: same vectors at both levels
+    assert _data_files(hybrid_copy) == [name.replace("000001", "000002") for name in HYBRID_FILES]
+    again = Index.open(hybrid_copy)
+    np.testing.assert_array_equal(again.vectors_of(vids), before)
+    assert again.document_vectors is not None and again.document_vectors.ntotal == len(again)
+
+
+def test_corrupt_or_unlisted_document_level_file_is_refused(hybrid_copy: Path) -> None:
+    path = hybrid_copy / "vectors-000001-doc.faiss"
+    data = path.read_bytes()
+    middle = len(data) // 2
+    path.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
+    with pytest.raises(IndexFormatError, match="vectors-000001-doc.faiss: checksum differs"):
+        Index.open(hybrid_copy)
+    path.write_bytes(data)
+    manifest = json.loads((hybrid_copy / MANIFEST_NAME).read_text())
+    del manifest["files"]["faiss.document"]
+    (hybrid_copy / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="lists no faiss.document file"):
+        Index.open(hybrid_copy)
+
+
+def test_levels_that_disagree_with_the_store_are_refused(hybrid_copy: Path) -> None:
+    index = Index.open(hybrid_copy)
+    assert index.document_vectors is not None
+    vids, _ = index.store.document_vids("h3.txt")
+    index.document_vectors.remove(vids[:1])  # corrupt on purpose: a document lost its document vector
+    index.commit()
+    with pytest.raises(IndexFormatError, match="document-level FAISS index .* does not match the store"):
+        Index.open(hybrid_copy)
+    from ragidx.integrity import verify
+
+    assert "document-level FAISS index" in verify(hybrid_copy).problems[0]
+
+
+def test_a_chunk_vector_in_the_document_level_is_refused(hybrid_copy: Path) -> None:
+    index = Index.open(hybrid_copy)
+    assert index.document_vectors is not None
+    vids, _ = index.store.document_vids("h3.txt")
+    index.document_vectors.remove(vids[:1])
+    index.document_vectors.add(index.vectors_of(vids[1:2]), vids[1:2])  # same count, wrong level
+    index.commit()
+    with pytest.raises(IndexFormatError, match="document-level FAISS ids differ from the store"):
+        Index.open(hybrid_copy)
+
+
+def test_delete_removes_both_levels_and_stale_files(hybrid_copy: Path) -> None:
+    from ragidx.deletion import delete
+    from ragidx.integrity import verify
+
+    index = Index.open(hybrid_copy)
+    gone_vids, _ = index.store.document_vids("h4.txt")
+    (hybrid_copy / "vectors-000000-doc.faiss").write_bytes(b"left by a crash")
+    report = delete(hybrid_copy, ids=["h4.txt"])
+    assert report.removed == ["h4.txt"]
+    after = Index.open(hybrid_copy)
+    assert after.document_vectors is not None
+    assert len(after) == after.document_vectors.ntotal == 7
+    assert not set(gone_vids) & (set(after.vectors.ids()) | set(after.document_vectors.ids()))
+    assert _data_files(hybrid_copy) == [name.replace("000001", "000002") for name in HYBRID_FILES]
+    assert verify(hybrid_copy).ok
+
+
+def test_in_memory_hybrid_index_refuses_a_document_without_its_document_vector(tiny_encoder: Encoder) -> None:
+    from ragidx.ingestion import add_embedded
+    from ragidx.longdoc import HybridConfig, LongDocConfig
+
+    index = Index.create(None, tiny_encoder, LongDocConfig(policy="late", hybrid=HybridConfig()))
+    with pytest.raises(IndexFormatError, match="has 0 document-level vectors"):
+        add_embedded(index, [Document("a", "text", "")], np.ones((1, 32)))
+
+
+def test_every_document_needs_exactly_one_document_level_vector(tiny_encoder: Encoder) -> None:
+    from ragidx.faiss_index import FaissConfig, FaissIndex
+    from ragidx.index import check_agreement
+    from ragidx.store import DocumentRecord, Store, VectorRecord
+
+    store = Store.empty()
+    for doc_id, ordinals in (("a", [-1, -1, 0]), ("b", [0])):  # a: two document vectors, b: none
+        record = DocumentRecord(doc_id, "", "0" * 64, None, "text", 1, 1, "late", len(ordinals))
+        base = 0 if doc_id == "a" else 3
+        store.add(record, [VectorRecord(base + i, doc_id, o, 0, 1, 0, 4) for i, o in enumerate(ordinals)])
+    upper, chunks = FaissIndex.create(32, FaissConfig()), FaissIndex.create(32, FaissConfig())
+    upper.add(np.eye(2, 32, dtype=np.float32), np.array([0, 1]))
+    chunks.add(np.eye(2, 32, dtype=np.float32), np.array([2, 3]))
+    manifest = Index.create(None, tiny_encoder).manifest
+    with pytest.raises(
+        IndexFormatError, match="2 document-level vectors for 2 documents, 1 of which have one"
+    ):
+        check_agreement(Path("ix"), manifest, chunks, store, upper)

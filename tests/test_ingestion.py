@@ -13,7 +13,8 @@ from ragidx.documents import Document
 from ragidx.errors import ConfigError, InputError, ModelError
 from ragidx.index import Index
 from ragidx.ingestion import add_documents, add_embedded, ingest
-from tests.conftest import TINY_WINDOW, long_text
+from ragidx.longdoc import plan_tokens
+from tests.conftest import HYBRID_LONG_DOC, TINY_WINDOW, long_text, tiny_config
 
 
 def _config(model: Path, **long_doc: object) -> RagidxConfig:
@@ -232,3 +233,103 @@ def test_remote_code_is_never_run_without_the_flag(tmp_path: Path, tiny_model: P
     with pytest.raises(ModelError, match="--trust-remote-code"):
         ingest(tmp_path / "docs", tmp_path / "ix", _config(model))
     assert not marker.exists() and not (tmp_path / "ix").exists()
+
+
+# ----------------------------------------------------------------------------- late, budget, hybrid
+@pytest.mark.parametrize(
+    ("long_doc", "mode"),
+    [
+        ({"policy": "late", "chunk_size": 16, "overlap": 0}, "late"),
+        ({"policy": "late", "chunk_size": 16, "overlap": 4, "vectors_per_doc": 3}, "late"),
+        ({"policy": "chunk", "chunk_size": 16, "overlap": 0, "vectors_per_doc": 2}, "chunk"),
+        (
+            {
+                "policy": "late",
+                "chunk_size": 16,
+                "overlap": 0,
+                "extension": {"method": "pi", "target_length": 128},
+            },
+            "late+extend:pi",
+        ),
+    ],
+)
+def test_late_and_budget_store_one_row_per_planned_vector(
+    tmp_path: Path, tiny_model: Path, long_doc: dict, mode: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "short.txt").write_text("Bees dance.")
+    for i in range(2):
+        (docs / f"long{i}.txt").write_text(long_text(120, seed=i))
+    report = ingest(docs, tmp_path / "ix", tiny_config(tiny_model, long_doc))
+    index = Index.open(tmp_path / "ix")
+    assert not index.hybrid and report.by_mode == {mode: 2, "whole": 1}
+    budget = long_doc.get("vectors_per_doc")
+    for doc_id in ("long0.txt", "long1.txt"):
+        record = index.store.document(doc_id)
+        tokens = index.encoder.tokenize(record.text)
+        planned = plan_tokens(index.encoder, tokens, index.manifest.long_doc)
+        vids, ordinals = index.store.document_vids(doc_id)
+        assert record.embed_mode == mode and record.n_vectors == len(vids) == len(planned.rows)
+        assert len(planned.rows) == (budget or len(planned.spans)) > 1
+        assert ordinals.tolist() == list(range(len(vids)))
+        spans = [(index.store.vector(v).tok_start, index.store.vector(v).tok_end) for v in vids]
+        assert spans == planned.rows and spans[-1][1] == record.n_embedded
+    assert index.vectors.ntotal == index.store.n_vectors == report.vectors
+
+
+def test_hybrid_keeps_one_document_vector_per_document_in_its_own_level(hybrid_index: Path) -> None:
+    index = Index.open(hybrid_index)
+    assert index.hybrid and index.document_vectors is not None
+    assert index.document_vectors.ntotal == len(index) == 8
+    assert index.vectors.ntotal + index.document_vectors.ntotal == index.store.n_vectors
+    for doc_id in index.store.doc_ids():
+        record = index.store.document(doc_id)
+        vids, ordinals = index.store.document_vids(doc_id)
+        assert ordinals.tolist() == [-1, *range(len(vids) - 1)]
+        document = index.store.vector(int(vids[0]))
+        assert (document.tok_start, document.tok_end) == (0, record.n_embedded)
+        assert record.embed_mode == ("whole" if doc_id in ("h0.txt", "h1.txt") else "late")
+        vectors = index.vectors_of(vids)
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+        assert set(index.document_vectors.ids()) >= {int(vids[0])}
+
+
+def test_streamed_files_are_skipped_under_late_hybrid_and_budgets(tmp_path: Path, tiny_model: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "small.txt").write_text("Bees dance.")
+    (docs / "big.txt").write_text(long_text(400))
+    for n, long_doc in enumerate(
+        [
+            {"policy": "late"},
+            {"policy": "chunk", "vectors_per_doc": 2},
+            {"policy": "late", "hybrid": {"fusion": "rrf"}},
+        ]
+    ):
+        config = tiny_config(tiny_model, long_doc, stream_bytes=1000)
+        report = ingest(docs, tmp_path / f"ix{n}", config)
+        assert [s.source.endswith("big.txt") for s in report.skipped] == [True]
+        assert "late chunking, hybrid and vectors-per-doc need the whole document" in report.skipped[0].reason
+        assert Index.open(tmp_path / f"ix{n}").store.doc_ids() == ["small.txt"]
+
+
+def test_a_killed_hybrid_ingest_resumes_from_its_checkpoints(tmp_path: Path, tiny_model: Path) -> None:
+    """A killed hybrid ingest resumes from its checkpoints (rows = plan.rows, document vector included)."""
+    from ragidx import faults
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"d{i}.txt").write_text(long_text(120, seed=i))
+    config = tiny_config(tiny_model, HYBRID_LONG_DOC, batch_tokens=50)
+
+    def crash() -> None:
+        raise RuntimeError("killed")
+
+    with faults.hook("before-commit", crash), pytest.raises(RuntimeError, match="killed"):
+        ingest(docs, tmp_path / "ix", config)
+    report = ingest(docs, tmp_path / "ix", config)
+    assert report.resumed == 3 and report.added == 3
+    index = Index.open(tmp_path / "ix")
+    assert index.document_vectors is not None and index.document_vectors.ntotal == 3

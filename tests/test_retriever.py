@@ -1,15 +1,18 @@
-"""Retriever: chunk hits merged per document (max-sim), k handling, snippets."""
+"""Retriever: chunk hits merged per document (max-sim), k handling, snippets, hybrid fusion."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ragidx.config import RagidxConfig
+from ragidx.errors import ConfigError
 from ragidx.index import Index
 from ragidx.ingestion import ingest
-from ragidx.retriever import snippet
+from ragidx.longdoc import HybridConfig
+from ragidx.retriever import Retriever, snippet
 from tests.conftest import long_text
 
 
@@ -96,3 +99,87 @@ def test_where_filters_while_ranking_and_chunks_rank_on_their_own(tmp_path: Path
             assert hit.passage == hit.text[hit.chunk["char_start"] : hit.chunk["char_end"]]
     documents = index.search(index.store.document("d03.txt").text[:200], k=6)
     assert len({h.doc_id for h in documents}) == 6
+
+
+# ----------------------------------------------------------------------------- hybrid fusion
+def _brute_force(index: Index, query: str) -> tuple[dict[str, float], dict[str, tuple[float, int]]]:
+    """Per document: its document cosine, and its best chunk cosine with that chunk's ordinal."""
+    qv, _ = index.encoder.embed([query], role="query")
+    document: dict[str, float] = {}
+    chunk: dict[str, tuple[float, int]] = {}
+    for doc_id in index.store.doc_ids():
+        vids, ordinals = index.store.document_vids(doc_id)
+        cosines = index.vectors_of(vids) @ qv[0]
+        document[doc_id] = float(cosines[ordinals == -1][0])
+        best = int(np.argmax(np.where(ordinals >= 0, cosines, -np.inf)))
+        chunk[doc_id] = (float(cosines[best]), int(ordinals[best]))
+    return document, chunk
+
+
+QUERY = "Sentence 3 says river stone light garden"
+
+
+def test_hybrid_weight_one_is_the_document_ranking_and_zero_max_sim(hybrid_index: Path) -> None:
+    index = Index.open(hybrid_index)
+    document, chunk = _brute_force(index, QUERY)
+    by_document = index.search(QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=1.0))
+    assert [h.doc_id for h in by_document] == sorted(document, key=lambda d: -document[d])
+    for hit in by_document:
+        assert hit.score == pytest.approx(document[hit.doc_id], abs=1e-5)
+        assert hit.document_score == pytest.approx(document[hit.doc_id], abs=1e-5)
+        assert hit.chunk_score == pytest.approx(chunk[hit.doc_id][0], abs=1e-5)
+        if hit.embed_mode == "late":  # the best chunk's span (a whole document has none)
+            assert hit.chunk is not None and hit.chunk["ordinal"] == chunk[hit.doc_id][1]
+        else:
+            assert hit.embed_mode == "whole" and hit.chunk is None
+    by_chunk = index.search(QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=0.0))
+    qv, _ = index.encoder.embed([QUERY], role="query")
+    max_sim = Retriever(index)._max_sim(qv, 8, None, "document")[0]  # the chunk level alone
+    assert [h.doc_id for h in by_chunk] == [index.store.vector(v).doc_id for v, _ in max_sim]
+    assert [h.score for h in by_chunk] == pytest.approx([s for _, s in max_sim], abs=1e-5)
+    assert [h.doc_id for h in by_chunk] == sorted(chunk, key=lambda d: -chunk[d][0])
+
+
+def test_hybrid_rrf_matches_a_hand_computed_fusion(hybrid_index: Path) -> None:
+    index = Index.open(hybrid_index)
+    assert index.manifest.long_doc.hybrid is not None and index.manifest.long_doc.hybrid.fusion == "rrf"
+    document, chunk = _brute_force(index, QUERY)
+    doc_rank = {d: r for r, d in enumerate(sorted(document, key=lambda d: -document[d]), start=1)}
+    chunk_rank = {d: r for r, d in enumerate(sorted(chunk, key=lambda d: -chunk[d][0]), start=1)}
+    expected = {d: 1 / (60 + doc_rank[d]) + 1 / (60 + chunk_rank[d]) for d in document}
+    hits = index.search(QUERY, k=8)  # the manifest's fusion: RRF, k = 60
+    assert len(hits) == 8 == len({h.doc_id for h in hits})
+    assert {h.doc_id: h.score for h in hits} == pytest.approx(expected, abs=1e-9)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    top = index.search(QUERY, k=3)
+    assert [h.doc_id for h in top] == [h.doc_id for h in hits[:3]]
+
+
+def test_hybrid_where_filter_and_per_chunk(hybrid_index: Path) -> None:
+    index = Index.open(hybrid_index)
+    wanted = {"h0.txt", "h5.txt", "h7.txt"}
+    hits = index.search(QUERY, k=5, where=lambda record: record.doc_id in wanted)
+    assert {h.doc_id for h in hits} == wanted
+    chunks = index.search(QUERY, k=12, per="chunk")
+    assert len(chunks) == 12 and len({h.doc_id for h in chunks}) < 12
+    assert all(h.chunk is None or h.chunk["ordinal"] >= 0 for h in chunks)  # chunk level only
+    assert all(h.document_score is None for h in chunks)
+    assert "document_score" in hits[0].to_dict() and "document_score" not in chunks[0].to_dict()
+
+
+def test_hybrid_override_needs_a_hybrid_index(tmp_path: Path, tiny_model: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("one")
+    ingest(tmp_path / "d", tmp_path / "ix", RagidxConfig().override(model={"model": str(tiny_model)}))
+    with pytest.raises(ConfigError, match="not a hybrid index"):
+        Index.open(tmp_path / "ix").search("one", hybrid=HybridConfig())
+
+
+def test_hybrid_batches_match_single_queries(hybrid_index: Path) -> None:
+    """More queries than one reconstruction group (HYBRID_GROUP): the same results as one by one."""
+    index = Index.open(hybrid_index)
+    queries = [f"Sentence {i} says river" for i in range(20)]
+    batch = index.search_many(queries, k=4)
+    for query, hits in zip(queries[::6], batch[::6], strict=True):
+        single = index.search(query, k=4)
+        assert [(h.doc_id, h.score, h.chunk) for h in hits] == [(h.doc_id, h.score, h.chunk) for h in single]

@@ -116,9 +116,22 @@ def _long_doc(manifest: Manifest) -> str:
     text = cfg.policy
     if cfg.policy == "chunk":
         text += f" (chunk {cfg.chunk_size or 'window'} tokens, overlap {cfg.overlap})"
+    if cfg.policy == "late":
+        text += f" (late chunks of {cfg.late_chunk_size} tokens, overlap {cfg.overlap})"
+    if cfg.vectors_per_doc is not None:
+        text += f", at most {cfg.vectors_per_doc} vectors per document"
+    if cfg.hybrid is not None:
+        fused = (
+            cfg.hybrid.fusion
+            if cfg.hybrid.fusion == "rrf"
+            else f"weighted, document weight {cfg.hybrid.weight}"
+        )
+        text += f", hybrid: document vector from {cfg.hybrid.document}, fused {fused}"
+        text += f" (weight tuned on {cfg.hybrid.tuned_on})" if cfg.hybrid.tuned_on else ""
     ext = cfg.extension
-    if cfg.policy == "extend":
-        text += f" ({ext.method} to {ext.target_length} tokens"
+    if cfg.policy == "extend" or ext.method != "none":
+        text += " (" if cfg.policy == "extend" else ", extension ("
+        text += f"{ext.method} to {ext.target_length} tokens"
         details = {"s": ext.scale, "λ": ext.ntk_lambda, "g": ext.se_group, "w": ext.se_window}
         text += "".join(f", {k}={v}" for k, v in details.items() if v is not None)
         text += ", attention scaling " + ("on" if ext.attention_scaling else "off") + ")"

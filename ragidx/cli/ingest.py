@@ -14,12 +14,22 @@ from rich.progress import Progress as RichBar
 from rich.table import Table
 
 from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, one_line, out
-from ragidx.cli.options import DEFAULT_INDEX, ConfigFile, Device, IndexDir, Json
+from ragidx.cli.options import (
+    AUTO_REFUSED,
+    DEFAULT_INDEX,
+    ConfigFile,
+    Device,
+    Hybrid,
+    IndexDir,
+    Json,
+    hybrid_fields,
+)
 from ragidx.config import RagidxConfig
 from ragidx.documents import Document, Skipped
 from ragidx.errors import ConfigError
 from ragidx.ingestion import IngestReport, ingest
-from ragidx.longdoc import Policy
+from ragidx.longdoc import DocumentSource, Policy
+from ragidx.strategy import parse
 
 
 class Engine(StrEnum):
@@ -70,8 +80,22 @@ def ingest_command(
         typer.Option(
             "--long-doc",
             help="Documents longer than the model window: chunk (best chunk wins), "
-            "pcw (mean of window-sized chunks), truncate (first window; counted), or extend "
-            "(the whole document in one pass through a context-extended model; see --extension).",
+            "pcw (mean of window-sized chunks), truncate (first window; counted), extend "
+            "(the whole document in one pass through a context-extended model; see --extension), or "
+            "late (late chunking: the model reads the whole document, each chunk pools its token "
+            "states; 256-token chunks unless --chunk-size).",
+        ),
+    ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy",
+            "-s",
+            help="All long-document settings as one spec (as in ragidx eval), e.g. "
+            "late:256+extend:pi+hybrid:rrf, chunk:256:64+vectors:4, pcw+chunk:256+hybrid:0.3; with "
+            "extend, --max-tokens is the extended length. Not with --long-doc, --chunk-size, "
+            "--overlap, --method, --target-length, --tau, --query-tau, --extension, --vectors-per-doc, "
+            "--hybrid, --hybrid-document.",
         ),
     ] = None,
     extension: Annotated[
@@ -89,10 +113,32 @@ def ingest_command(
         float | None, typer.Option(help="TempScale: attention logits / τ for documents (0 < τ ≤ 1).")
     ] = None,
     query_tau: Annotated[float | None, typer.Option(help="TempScale τ for queries (default: --tau).")] = None,
-    chunk_size: Annotated[int | None, typer.Option(help="Tokens per chunk (chunk policy).")] = None,
+    chunk_size: Annotated[
+        int | None, typer.Option(help="Tokens per chunk (chunk and late policies).")
+    ] = None,
     overlap: Annotated[int | None, typer.Option(help="Tokens shared by neighbouring chunks.")] = None,
     max_tokens: Annotated[
         int | None, typer.Option(help="Cut documents to this many tokens before chunking (recorded).")
+    ] = None,
+    vectors_per_doc: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="chunk, late: at most K vectors per document (consecutive chunks averaged), to trade "
+            "index size against quality (default: one per chunk).",
+        ),
+    ] = None,
+    hybrid: Hybrid = None,
+    hybrid_document: Annotated[
+        DocumentSource | None,
+        typer.Option(
+            help="--hybrid: where the document vector comes from: pass (late chunking's own pass), pcw, "
+            "extend or truncate (default: pass for late, pcw for chunk).",
+        ),
+    ] = None,
+    hybrid_tuned_on: Annotated[
+        str | None,
+        typer.Option(help="--hybrid <w>: where w was chosen (e.g. 'qmsum dev, 5-fold CV'), recorded."),
     ] = None,
     faiss_factory: Annotated[
         str | None, typer.Option(help="FAISS factory string: Flat (exact), HNSW32, IVF256,Flat, …")
@@ -157,7 +203,13 @@ def ingest_command(
     unchanged ones and, with --prune, removes those whose file is gone. A killed ingest resumes
     from its last checkpointed batch; readers see the previous index until the commit; a second
     ingest into the same index is refused while one runs. Every document records how it was
-    embedded (whole, chunk, pcw, truncate, extend); nothing is cut silently.
+    embedded (whole, chunk, pcw, truncate, extend, late); nothing is cut silently.
+
+    Late chunking, hybrid scoring and vector budgets: --long-doc late --chunk-size 256;
+    --vectors-per-doc 4; --hybrid rrf (or a weight, e.g. --hybrid 0.3) keeps a document-level
+    vector beside the chunks and fuses both at query time; or all at once, e.g.
+    --strategy late:256+extend:pi+hybrid:rrf --max-tokens 2048. Files too large to read whole
+    (streamed) are skipped under late, hybrid and vector budgets, with the reason.
 
     With --engine ray, Ray Data reads and embeds the files on a cluster (one model per actor) and
     this process commits the same index, with the same ids, a local ingest would.
@@ -167,6 +219,27 @@ def ingest_command(
     """
     if engine is Engine.local and (ray_address or workers or gpus_per_worker):
         raise ConfigError("--ray-address, --workers and --gpus-per-worker need --engine ray")
+    flags = {
+        "--long-doc": long_doc,
+        "--chunk-size": chunk_size,
+        "--overlap": overlap,
+        "--method": method,
+        "--target-length": target_length,
+        "--tau": tau,
+        "--query-tau": query_tau,
+        "--extension": extension,
+        "--vectors-per-doc": vectors_per_doc,
+        "--hybrid": hybrid,
+        "--hybrid-document": hybrid_document,
+    }
+    if strategy is not None:
+        given = [flag for flag, value in flags.items() if value is not None]
+        if given:
+            raise ConfigError(
+                f"--strategy {strategy}: give the long-document settings in it, not also {given[0]}"
+            )
+    elif (hybrid_document or hybrid_tuned_on) and hybrid is None:
+        raise ConfigError("--hybrid-document and --hybrid-tuned-on need --hybrid rrf|<w>")
     settings = RagidxConfig.load(config, extension).override(
         model={
             **_pooling_option(pooling),
@@ -180,6 +253,7 @@ def ingest_command(
             "chunk_size": chunk_size,
             "overlap": overlap,
             "max_tokens": max_tokens,
+            "vectors_per_doc": vectors_per_doc,
             "extension": {
                 "method": method,
                 "target_length": target_length,
@@ -190,6 +264,13 @@ def ingest_command(
         index={"factory": faiss_factory, "shards": faiss_shards},
         ingest={"include": include or None, "exclude": exclude or None, "prune": prune, "strict": strict},
     )
+    if strategy is not None:
+        settings = _with_strategy(settings, strategy, max_tokens, hybrid_tuned_on)
+    elif hybrid is not None:
+        policy = settings.long_doc.policy
+        document = hybrid_document or ("pass" if policy == "late" else "pcw")
+        fields = {**hybrid_fields(hybrid), "document": document, "tuned_on": hybrid_tuned_on}
+        settings = settings.override(long_doc={"hybrid": fields})
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -219,6 +300,28 @@ def ingest_command(
         _summary(report)
     if report.skipped:
         raise typer.Exit(PARTIAL_EXIT)
+
+
+def _with_strategy(
+    settings: RagidxConfig, spec: str, max_tokens: int | None, tuned_on: str | None
+) -> RagidxConfig:
+    """``settings`` with the long-document section (and landmark pooling) of a strategy spec."""
+    parsed = parse(spec)
+    if parsed.fusion == "auto":
+        raise ConfigError(AUTO_REFUSED.format(what=f"--strategy {spec}"))
+    if tuned_on is not None and parsed.fusion is None:
+        raise ConfigError(f"--strategy {spec}: --hybrid-tuned-on needs a hybrid:… part")
+    if parsed.method is not None and parsed.preset is None and max_tokens is None:
+        raise ConfigError(
+            f"--strategy {spec}: extend:{parsed.method} needs the extended length; add --max-tokens N "
+            "(e.g. 2048)"
+        )
+    long_doc = parsed.long_doc(max_tokens)
+    if tuned_on is not None and long_doc.hybrid is not None:
+        long_doc = long_doc.model_copy(
+            update={"hybrid": long_doc.hybrid.model_copy(update={"tuned_on": tuned_on})}
+        )
+    return settings.model_copy(update={"long_doc": long_doc, "model": parsed.encoder_config(settings.model)})
 
 
 def _pooling_option(value: str | None) -> dict[str, object]:

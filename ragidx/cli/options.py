@@ -1,12 +1,15 @@
-"""Options shared by several commands (index directory, config file, device, JSON output)."""
+"""Options shared by several commands (index directory, config file, device, JSON output, hybrid fusion)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from ragidx.errors import ConfigError
+from ragidx.strategy import fusion
 
 DEFAULT_INDEX = os.environ.get("RAGIDX_INDEX", ".ragidx/index")
 
@@ -20,3 +23,35 @@ ConfigFile = Annotated[
 ]
 Device = Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N (default auto).")]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
+Hybrid = Annotated[
+    str | None,
+    typer.Option(
+        "--hybrid",
+        help="Fuse a document-level vector with the best chunk: 'rrf' (reciprocal-rank fusion, no "
+        "parameter) or a weight w in [0, 1] (score = w · document cosine + (1 − w) · best chunk "
+        "cosine; pick w with `ragidx eval … hybrid:auto`).",
+        show_default=False,
+    ),
+]
+
+
+def hybrid_fields(value: str) -> dict[str, Any]:
+    """``--hybrid rrf|<w>`` as :class:`~ragidx.longdoc.HybridConfig` fields (a one-line
+    :class:`ConfigError` for anything else, ``auto`` included: it is tuned by ``ragidx eval``)."""
+    try:
+        parsed = fusion(value)
+    except ValueError:
+        raise ConfigError(
+            f"--hybrid {value}: use rrf or a weight w in [0, 1] (w · document cosine + (1 − w) · best "
+            "chunk cosine)"
+        ) from None
+    if parsed["fusion"] == "auto":
+        raise ConfigError(AUTO_REFUSED.format(what=f"--hybrid {value}"))
+    return parsed
+
+
+AUTO_REFUSED = (
+    "{what}: the weight is chosen by cross-validation in `ragidx eval … --strategy <spec>+hybrid:auto`, "
+    "whose results.json records it under parameters.hybrid_tuning; ingest with hybrid:<that w> "
+    "(or hybrid:rrf)"
+)

@@ -12,10 +12,11 @@ import typer
 from rich.table import Table
 
 from ragidx.cli.app import app, handle_errors, out
-from ragidx.cli.options import DEFAULT_INDEX, Device, IndexDir, Json
+from ragidx.cli.options import DEFAULT_INDEX, Device, Hybrid, IndexDir, Json, hybrid_fields
 from ragidx.encoder import EncoderConfig
 from ragidx.errors import ConfigError
 from ragidx.index import Index
+from ragidx.longdoc import HybridConfig
 from ragidx.retriever import SearchResult
 from ragidx.trec import read_queries, write_run
 
@@ -44,20 +45,26 @@ def query_command(
     with_text: Annotated[
         bool, typer.Option("--with-text", help="JSON: include each document's full text.")
     ] = False,
+    hybrid: Hybrid = None,
     as_json: Json = False,
 ) -> None:
     """Search an index. Documents that were chunked score by their best chunk.
 
+    In a hybrid index (ingested with --hybrid) a document scores by its document cosine fused with
+    its best chunk cosine, as the index was built to fuse them; --hybrid rrf or --hybrid <w> tries
+    another fusion without re-ingesting. Each hybrid hit shows both cosines.
+
     Examples:  ragidx query "how do bees communicate?" -k 5 ;
-    ragidx query --queries queries.tsv --run-out run.trec
+    ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3
     """
     if (text is None) == (queries is None):
         raise ConfigError("give either a query TEXT or --queries FILE (not both)")
     runtime = {"device": device, "model": model}
     encoder_config = EncoderConfig.model_validate({k: v for k, v in runtime.items() if v is not None})
+    fused = None if hybrid is None else HybridConfig.model_validate(hybrid_fields(hybrid))
     opened = Index.open(index, encoder_config=encoder_config)
     if text is not None:
-        results = opened.search(text, k)
+        results = opened.search(text, k, hybrid=fused)
         if as_json:
             out.print_json(json.dumps([r.to_dict(with_text=with_text) for r in results], ensure_ascii=False))
         else:
@@ -65,7 +72,7 @@ def query_command(
         return
     assert queries is not None
     pairs = read_queries(queries)
-    ranked = opened.search_many([t for _, t in pairs], k)
+    ranked = opened.search_many([t for _, t in pairs], k, hybrid=fused)
     if as_json:
         payload = {
             qid: [r.to_dict(with_text=with_text) for r in res]
@@ -91,6 +98,14 @@ def _table(query: str, results: list[SearchResult]) -> None:
     table.add_column("snippet", ratio=3)
     for r in results:
         where = r.doc_id if r.source.endswith(r.doc_id) else f"{r.doc_id}\n[dim]{r.source}[/]"
-        how = r.embed_mode if r.chunk is None else f"chunk {r.chunk['ordinal'] + 1}"
+        how = r.embed_mode
+        if r.chunk is not None:  # late chunks say so (e.g. "late+extend:pi chunk 3")
+            how = (
+                f"chunk {r.chunk['ordinal'] + 1}"
+                if how == "chunk"
+                else f"{how} chunk {r.chunk['ordinal'] + 1}"
+            )
+        if r.document_score is not None and r.chunk_score is not None:
+            how += f"\ndocument {r.document_score:.3f}, best chunk {r.chunk_score:.3f}"
         table.add_row(str(r.rank), f"{r.score:.3f}", f"{where}\n[dim]{how}[/]", r.snippet)
     out.print(table)

@@ -60,7 +60,11 @@ def test_grid_file_resumes_the_same_folder(evaluated: Path, tiny_model: Path, tm
     [
         (["eval", "--out", "x"], 2, "give at least one --task"),
         (["eval", "-t", "passkey"], 2, "give --out DIR"),
-        (["eval", "-t", "passkey", "-s", "chunk+pcw", "--out", "x"], 2, "one base strategy only"),
+        (
+            ["eval", "-t", "passkey", "-s", "chunk+pcw", "--out", "x"],
+            2,
+            "pcw beside chunk makes a hybrid document vector",
+        ),
         (["eval", "-t", "passkey", "--max-length", "2k", "--out", "x"], 2, "'2k' is not a whole number"),
         (["eval", "compare", "no-such-folder"], 1, "no-such-folder: no results.json"),
     ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
@@ -194,3 +195,103 @@ def test_ray_job_failure_is_one_line_and_commits_nothing(
     assert len(error) == 1 and "the Ray job failed (ModelError: " in error[0], result.stderr[-2000:]
     assert "no-such-model" in error[0] and "re-run to resume" in error[0]
     assert len(Index.open(ix)) == 2  # nothing committed
+
+
+# ------------------------------------------------------------------------ late, budget, hybrid, --strategy
+def _squeezed(text: str) -> str:
+    """Output without spaces and table borders (rich folds long cells over several lines)."""
+    return "".join(ch for ch in text if not ch.isspace() and ch not in "│┃|")
+
+
+def _vectors_per_doc(index: Index) -> dict[str, list[int]]:
+    return {d: index.store.document_vids(d)[1].tolist() for d in index.store.doc_ids()}
+
+
+def test_ingest_long_doc_late_with_a_budget(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    args = ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model), "--json"]
+    result = runner.invoke(
+        app, [*args, "--long-doc", "late", "--chunk-size", "16", "--overlap", "0", "--vectors-per-doc", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["by_mode"] == {"late": 1, "whole": 1} and report["vectors"] == 4
+    index = Index.open(tmp_path / "ix")
+    assert _vectors_per_doc(index) == {"a.txt": [0], "b.md": [0, 1, 2]}
+    long_doc = index.manifest.long_doc
+    assert (long_doc.policy, long_doc.chunk_size, long_doc.vectors_per_doc) == ("late", 16, 3)
+
+
+def test_ingest_hybrid_flags_record_the_fusion(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    args = ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model), "-q"]
+    flags = ["--chunk-size", "16", "--overlap", "4", "--hybrid", "0.3", "--hybrid-tuned-on", "qmsum dev"]
+    result = runner.invoke(app, [*args, *flags])
+    assert result.exit_code == 0, result.output
+    index = Index.open(tmp_path / "ix")
+    assert index.hybrid and _vectors_per_doc(index)["a.txt"] == [-1, 0]
+    hybrid = index.manifest.long_doc.hybrid
+    assert hybrid is not None
+    assert (hybrid.document, hybrid.fusion, hybrid.weight, hybrid.tuned_on) == (
+        "pcw",
+        "weighted",
+        0.3,
+        "qmsum dev",
+    )
+    info = runner.invoke(app, ["info", str(tmp_path / "ix")])
+    expected = (
+        "hybrid: document vector from pcw, fused weighted, document weight 0.3 (weight tuned on qmsum dev)"
+    )
+    assert _squeezed(expected) in _squeezed(info.stdout)
+
+
+def test_ingest_strategy_spec(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    args = ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model), "--json"]
+    result = runner.invoke(app, [*args, "--strategy", "late:16+extend:pi+hybrid:rrf", "--max-tokens", "128"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["by_mode"] == {"late+extend:pi": 1, "whole": 1}
+    index = Index.open(tmp_path / "ix")
+    long_doc = index.manifest.long_doc
+    assert long_doc.policy == "late" and long_doc.chunk_size == 16 and long_doc.max_tokens is None
+    assert long_doc.extension.method == "pi" and long_doc.extension.target_length == 128
+    assert long_doc.hybrid is not None and long_doc.hybrid.document == "pass"
+    assert index.hybrid and _vectors_per_doc(index)["b.md"][:2] == [-1, 0]
+    info = runner.invoke(app, ["info", str(tmp_path / "ix")])
+    text = _squeezed(info.stdout)
+    assert (
+        _squeezed("late (late chunks of 16 tokens, overlap 0), hybrid: document vector from pass, fused rrf")
+        in text
+    )
+    assert _squeezed("extension (pi to 128 tokens") in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--strategy", "late+chunk"], "at most one of chunk/late"),
+        (["--strategy", "bogus:3"], "unknown part 'bogus:3'"),
+        (["--strategy", "late+hybrid:auto"], "parameters.hybrid_tuning"),
+        (["--strategy", "late:16", "--long-doc", "chunk"], "not also --long-doc"),
+        (["--strategy", "late+extend:pi"], "add --max-tokens N"),
+        (["--strategy", "late", "--hybrid-tuned-on", "dev"], "needs a hybrid:… part"),
+        (["--hybrid", "1.5"], "--hybrid 1.5: use rrf or a weight w in [0, 1]"),
+        (["--hybrid", "auto"], "--hybrid auto: the weight is chosen by cross-validation"),
+        (["--long-doc", "pcw", "--hybrid", "rrf"], "vectors_per_doc and hybrid apply to the chunk and late"),
+        (["--long-doc", "chunk", "--hybrid", "rrf", "--hybrid-document", "pass"], "needs the late policy"),
+        (["--hybrid-document", "pcw"], "need --hybrid rrf|<w>"),
+        (["--vectors-per-doc", "0"], "--vectors-per-doc"),
+    ],
+)
+def test_bad_long_doc_settings_are_one_line_and_exit_2(
+    tmp_path: Path, tiny_model: Path, flags: list[str], message: str
+) -> None:
+    docs = _docs(tmp_path / "docs")
+    result = runner.invoke(
+        app, ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model), *flags]
+    )
+    assert result.exit_code == 2, result.output
+    assert _squeezed(message) in _squeezed(result.output)
+    if "error:" in result.output:
+        assert len([line for line in result.output.splitlines() if line.strip()]) == 1
+    assert not (tmp_path / "ix").exists()

@@ -108,3 +108,28 @@ def test_info(index_dir: Path, tmp_path: Path) -> None:
     assert all(r["embed_mode"] == "whole" and r["n_vectors"] == 1 and r["n_tokens"] > 0 for r in rows)
     missing = runner.invoke(app, ["info", str(tmp_path / "none")])
     assert missing.exit_code == 1 and "no such index directory" in missing.stderr
+
+
+def test_query_a_hybrid_index_shows_both_cosines_and_takes_another_fusion(hybrid_index: Path) -> None:
+    query = ["query", "Sentence 3 says river stone", "-i", str(hybrid_index), "-k", "8"]
+    table = runner.invoke(app, query)
+    assert table.exit_code == 0, table.output
+    assert "best chunk" in table.stdout and "late chunk" in table.stdout
+    hits = json.loads(runner.invoke(app, [*query, "--json"]).stdout)
+    assert len(hits) == 8 and all({"document_score", "chunk_score"} <= hit.keys() for hit in hits)
+    by_document = json.loads(runner.invoke(app, [*query, "--json", "--hybrid", "1"]).stdout)
+    assert [h["score"] for h in by_document] == pytest.approx([h["document_score"] for h in by_document])
+    assert [h["score"] for h in by_document] == sorted((h["score"] for h in by_document), reverse=True)
+    by_chunk = json.loads(runner.invoke(app, [*query, "--json", "--hybrid", "0"]).stdout)
+    assert [h["score"] for h in by_chunk] == pytest.approx([h["chunk_score"] for h in by_chunk])
+    assert [h["doc_id"] for h in by_document] != [h["doc_id"] for h in by_chunk]
+
+
+def test_query_hybrid_option_errors(index_dir: Path, hybrid_index: Path) -> None:
+    plain = runner.invoke(app, ["query", "alpha", "-i", str(index_dir), "--hybrid", "rrf"])
+    assert (
+        plain.exit_code == 2 and plain.output.startswith("error: ") and "not a hybrid index" in plain.output
+    )
+    assert len(plain.output.strip().splitlines()) == 1
+    bad = runner.invoke(app, ["query", "alpha", "-i", str(hybrid_index), "--hybrid", "x"])
+    assert bad.exit_code == 2 and "--hybrid x: use rrf or a weight w in [0, 1]" in bad.output

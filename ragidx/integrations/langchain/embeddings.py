@@ -2,8 +2,11 @@
 
 Each text becomes exactly one vector. A text longer than the model window goes through the
 long-document policy instead of being cut silently: ``pcw`` (the default: window-sized chunks,
-averaged), ``extend`` (one pass through a context-extended encoder, see ``ragidx.extension``) or
-``truncate`` (the first window, explicitly). ``chunk`` is refused: it gives several vectors per text.
+averaged), ``extend`` (one pass through a context-extended encoder, see ``ragidx.extension``),
+``truncate`` (the first window, explicitly), or ``late``/``chunk`` with ``vectors_per_doc = 1`` (the
+mean of all late or plain chunk vectors). ``chunk`` and ``late`` with more vectors per text, and
+hybrid configs (a document vector beside the chunks), are refused: they give several vectors per
+text; ingest into an index and search it with ``RagidxRetriever`` instead.
 Queries are embedded with the model's query prompt, documents with its document prompt.
 
 ``last_plans`` says how each text of the latest ``embed_documents`` call was embedded.
@@ -49,10 +52,15 @@ class RagidxEmbeddings(Embeddings):
             except ValidationError as exc:
                 raise ConfigError(f"long_doc: {describe_validation(exc)}") from exc
         self.long_doc = long_doc or LongDocConfig(policy="pcw")
-        if self.long_doc.policy == "chunk":
+        several = self.long_doc.policy in ("chunk", "late") and self.long_doc.vectors_per_doc != 1
+        if several or self.long_doc.hybrid is not None:
+            what = (
+                "a hybrid config" if self.long_doc.hybrid is not None else f"policy {self.long_doc.policy!r}"
+            )
             raise ConfigError(
-                "RagidxEmbeddings gives one vector per text, long_doc policy 'chunk' gives several: "
-                "use pcw, extend or truncate (or RagidxVectorStore, which keeps every chunk)"
+                f"RagidxEmbeddings gives one vector per text, long_doc {what} gives several: use pcw, "
+                "extend or truncate (or chunk/late with vectors_per_doc = 1), or ingest into an index "
+                "and search it with RagidxRetriever (RagidxVectorStore also keeps every vector)"
             )
         if encoder is None:
             config = encoder_config or EncoderConfig(model=model, device=device)

@@ -3,8 +3,10 @@
 Returns LangChain ``Document``s whose ``page_content`` is the document's text (or, with
 ``search_type="chunk"``, the chunk that matched) and whose metadata carries the document's own
 metadata plus ``doc_id``, ``source``, ``title``, ``score``, ``rank``, ``snippet``, ``embed_mode`` (how
-the document was embedded: ``whole``, ``chunk``, ``pcw``, ``truncate``, ``extend:<method>``),
-``n_tokens`` and ``chunk`` (the matching token/character span of a chunked document, else ``None``).
+the document was embedded: ``whole``, ``chunk``, ``pcw``, ``truncate``, ``extend:<method>``,
+``late``, ``late+extend:<method>``), ``n_tokens`` and ``chunk`` (the matching token/character span
+of a chunked or late-chunked document, else ``None``); from a hybrid index also
+``document_score`` and ``chunk_score``, the two cosines ``score`` fuses.
 
 ``filter`` (a dict of metadata values, or a callable on a ``Document``) is applied while ranking,
 so a filtered search still returns ``k`` documents when ``k`` match; ``score_threshold`` drops
@@ -26,6 +28,7 @@ from pydantic import ConfigDict, Field
 from ragidx.encoder import EncoderConfig
 from ragidx.index import Index
 from ragidx.integrations.langchain.documents import MetadataFilter, record_filter, to_langchain
+from ragidx.longdoc import HybridConfig
 from ragidx.retriever import SearchResult
 
 
@@ -43,6 +46,9 @@ class RagidxRetriever(BaseRetriever):
     search_type: Literal["document", "chunk"] = Field(
         "document", description="rank documents (best chunk each) or the chunks themselves"
     )
+    hybrid: HybridConfig | None = Field(
+        None, description="a hybrid index: fuse its document and chunk cosines this way, not the manifest's"
+    )
 
     @classmethod
     def from_index(
@@ -54,7 +60,7 @@ class RagidxRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> RagidxRetriever:
         """Open the index at ``path`` (its model loads on the first query); ``kwargs`` set
-        ``score_threshold``, ``filter``, ``search_type`` and the usual retriever fields."""
+        ``score_threshold``, ``filter``, ``search_type``, ``hybrid`` and the usual retriever fields."""
         encoder_config = EncoderConfig(device=device) if device is not None else None
         return cls(index=Index.open(path, encoder_config=encoder_config), k=k, **kwargs)
 
@@ -78,6 +84,7 @@ class RagidxRetriever(BaseRetriever):
             k or self.k,
             where=None if chosen is None else record_filter(chosen),
             per=per,
+            hybrid=self.hybrid,
         )
         return [_document(r, per) for r in results if threshold is None or r.score >= threshold]
 
@@ -117,5 +124,8 @@ def _document(result: SearchResult, per: str) -> Document:
         "n_tokens": result.n_tokens,
         "chunk": result.chunk,
     }
+    if result.document_score is not None:  # a hybrid index: the two cosines the score fuses
+        metadata["document_score"] = result.document_score
+        metadata["chunk_score"] = result.chunk_score
     text = result.passage if per == "chunk" else result.text
     return to_langchain(result.doc_id, text, metadata)

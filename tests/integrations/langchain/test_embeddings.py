@@ -16,6 +16,7 @@ from ragidx.errors import ConfigError
 from ragidx.index import Index
 from ragidx.ingestion import ingest
 from ragidx.integrations.langchain import RagidxEmbeddings
+from ragidx.longdoc import LongDocConfig, embed_plans, plan_tokens
 from tests.conftest import long_text
 
 
@@ -110,3 +111,30 @@ def test_queries_use_the_query_prompt(tiny_st_model: Path) -> None:
     assert not np.allclose(query, document, atol=1e-4)  # "query: " vs "passage: " prompts
     expected, _ = embeddings.encoder.embed(["river"], role="query")
     np.testing.assert_allclose(query, expected[0], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "long_doc",
+    [
+        {"policy": "late"},
+        {"policy": "late", "vectors_per_doc": 2},
+        {"policy": "chunk", "vectors_per_doc": 4},
+        {"policy": "late", "vectors_per_doc": 1, "hybrid": {}},
+    ],
+)
+def test_several_vectors_per_text_are_refused_with_the_way_out(tiny_encoder: Encoder, long_doc: dict) -> None:
+    with pytest.raises(ConfigError, match="one vector per text.*RagidxRetriever"):
+        RagidxEmbeddings(encoder=tiny_encoder, long_doc=long_doc)
+
+
+@pytest.mark.parametrize("policy", ["late", "chunk"])
+def test_a_budget_of_one_vector_embeds_each_text_once(tiny_encoder: Encoder, policy: str) -> None:
+    long_doc = LongDocConfig(policy=policy, chunk_size=16, overlap=0, vectors_per_doc=1)
+    embeddings = RagidxEmbeddings(encoder=tiny_encoder, long_doc=long_doc)
+    texts = [long_text(120, seed=1), "Bees dance."]
+    vectors = embeddings.embed_documents(texts)
+    assert [p.mode for p in embeddings.last_plans] == [policy, "whole"]
+    assert len(embeddings.last_plans[0].spans) > 4 and len(embeddings.last_plans[0].rows) == 1
+    tokens = tiny_encoder.tokenize(texts[0])
+    (expected,) = embed_plans(tiny_encoder, [(tokens, plan_tokens(tiny_encoder, tokens, long_doc))])
+    np.testing.assert_allclose(vectors[0], expected[0], atol=1e-6)

@@ -15,6 +15,7 @@ from ragidx.cli import app
 from ragidx.encoder import Encoder
 from ragidx.index import Index
 from ragidx.integrations.langchain import RagidxRetriever
+from ragidx.longdoc import HybridConfig
 
 runner = CliRunner()
 
@@ -109,3 +110,46 @@ async def test_ainvoke_takes_the_same_options(examples: Index) -> None:
     docs = await retriever.ainvoke("How hot should the oven be for sourdough?", k=1)
     assert [d.id for d in docs] == ["sourdough.md"]
     assert isinstance(docs[0], Document)
+
+
+# ----------------------------------------------------------------------------- late, hybrid, budget indexes
+def test_retriever_on_a_hybrid_late_index(hybrid_index: Path) -> None:
+    retriever = RagidxRetriever.from_index(hybrid_index, k=3, device="cpu")
+    query = "Sentence 3 says river stone"
+    docs = retriever.invoke(query)
+    hits = Index.open(hybrid_index).search(query, k=3)
+    assert [d.id for d in docs] == [h.doc_id for h in hits] and len(docs) == 3
+    for doc, hit in zip(docs, hits, strict=True):
+        assert doc.metadata["score"] == pytest.approx(hit.score)
+        assert doc.metadata["embed_mode"] in ("late", "whole")
+        assert doc.metadata["document_score"] == pytest.approx(hit.document_score)
+        assert doc.metadata["chunk_score"] == pytest.approx(hit.chunk_score)
+        if doc.metadata["embed_mode"] == "late":
+            assert doc.metadata["chunk"]["ordinal"] >= 0 and doc.metadata["chunk"]["char_end"] > 0
+    by_document = RagidxRetriever.from_index(
+        hybrid_index, k=8, hybrid=HybridConfig(fusion="weighted", weight=1.0)
+    ).invoke(query)
+    scores = [d.metadata["score"] for d in by_document]
+    assert scores == pytest.approx([d.metadata["document_score"] for d in by_document])
+    chunks = retriever.invoke(query, search_type="chunk", k=4)
+    for doc in chunks:
+        span = doc.metadata["chunk"]
+        if span is not None:
+            full = Index.open(hybrid_index).store.document(doc.id).text
+            assert doc.page_content == full[span["char_start"] : span["char_end"]]
+
+
+def test_retriever_on_a_late_index_with_a_vector_budget(tmp_path: Path, tiny_model: Path) -> None:
+    from ragidx.ingestion import ingest
+    from tests.conftest import long_text, tiny_config
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"d{i}.txt").write_text(long_text(100, seed=i))
+    long_doc = {"policy": "late", "chunk_size": 16, "overlap": 0, "vectors_per_doc": 2}
+    ingest(docs, tmp_path / "ix", tiny_config(tiny_model, long_doc))
+    found = RagidxRetriever.from_index(tmp_path / "ix", k=3).invoke(long_text(100, seed=1)[:120])
+    assert sorted(d.id for d in found) == ["d0.txt", "d1.txt", "d2.txt"]
+    assert {d.metadata["embed_mode"] for d in found} == {"late"}
+    assert {d.metadata["chunk"]["ordinal"] for d in found} <= {0, 1}  # two vectors per document
