@@ -86,7 +86,9 @@ class LongDocConfig(BaseModel):
         ge=4,
         description="content tokens per chunk (default: chunk, as many as fit a window; late, 256)",
     )
-    overlap: int = Field(32, ge=0, description="tokens shared by neighbouring chunks (chunk, late)")
+    overlap: int = Field(
+        32, ge=0, description="tokens shared by neighbouring chunks (chunk: default 32; late: default 0)"
+    )
     max_tokens: int | None = Field(
         None, ge=16, description="cut documents to this many tokens first (LongEmbed's L_t)"
     )
@@ -101,6 +103,8 @@ class LongDocConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> LongDocConfig:
+        if self.policy == "late" and "overlap" not in self.model_fields_set:
+            self.overlap = 0  # late chunks carry their context already: no overlap unless asked
         if self.chunk_size is not None and self.overlap >= self.chunk_size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than chunk_size ({self.chunk_size})")
         if self.policy == "extend" and self.extension.method == "none":
