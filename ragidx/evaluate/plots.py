@@ -95,7 +95,15 @@ def _synthetic(axes: Axes, rows: list[EvalRecord]) -> None:
 
 
 def _real(axes: Axes, rows: list[EvalRecord]) -> None:
-    lengths = sorted({r.max_length for r in rows if r.max_length}) or [0]
+    lengths = sorted({r.max_length for r in rows if r.max_length})
+    if not lengths:  # whole documents only: one bar per strategy
+        names = list(dict.fromkeys(r.strategy for r in rows))
+        scores = [next(r.score for r in rows if r.strategy == n) for n in names]
+        axes.barh(names, scores, label=f"{rows[0].main_metric}, whole documents")
+        axes.invert_yaxis()
+        axes.tick_params(axis="y", labelsize=7)
+        axes.set_xlabel(f"{rows[0].main_metric} (%)")
+        return
     for strategy in dict.fromkeys(r.strategy for r in rows):
         mine = sorted((r for r in rows if r.strategy == strategy), key=lambda r: r.max_length or 0)
         if len(mine) == 1 and mine[0].max_length is None:

@@ -241,7 +241,7 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
         lines += [
             f"**{TASK_TITLES.get(task, task)}** ({mine[0].main_metric}; ★ = Pareto front)",
             "",
-            "| strategy | vectors / doc | index KiB / doc | tokens/s (encoder) | score | hybrid weight |",
+            "| strategy | vectors / doc | index KiB / doc | encoder tokens/s | score | hybrid w per group |",
             "|---|---|---|---|---|---|",
         ]
         for r in sorted(mine, key=lambda r: (r.parameters["vectors_per_doc"], -r.score)):
@@ -252,11 +252,16 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
             )
             lines.append(
                 f"| {label(r, models)}{' ★' if r in front else ''} | {r.parameters['vectors_per_doc']:.1f} | "
-                f"{r.parameters.get('index_bytes_per_doc', 0) / 1024:.1f} | "
+                f"{_kib(r)} | "
                 f"{f'{speed:,.0f}' if speed else '(cached)'} | {r.score:.1f} | {weight} |"
             )
         lines.append("")
     return lines
+
+
+def _kib(record: EvalRecord) -> str:
+    size = record.parameters.get("index_bytes_per_doc")
+    return "–" if size is None else f"{size / 1024:.1f}"
 
 
 def pareto(records: Sequence[EvalRecord]) -> list[EvalRecord]:
