@@ -12,6 +12,7 @@ document of the group by exact inner product (a chunked document by its best chu
 
 from __future__ import annotations
 
+import functools
 import platform
 import shlex
 import sys
@@ -491,10 +492,16 @@ def embed_queries(
 def scores(queries: np.ndarray, docs: _Embedded, hybrid: HybridConfig | None = None) -> np.ndarray:
     """(n queries, n docs) document scores: best vector (max-sim), fused with the document vector's
     cosine for a hybrid (``ragidx.fusion``)."""
-    per_doc = np.maximum.reduceat(queries @ docs.vectors.T, docs.starts, axis=1)
-    if hybrid is None or docs.documents is None:
-        return per_doc
-    return fuse(queries @ docs.documents.T, per_doc, hybrid)
+    chunk, document = _levels(queries, docs)
+    if hybrid is None or document is None:
+        return chunk
+    return fuse(document, chunk, hybrid)
+
+
+def _levels(queries: np.ndarray, docs: _Embedded) -> tuple[np.ndarray, np.ndarray | None]:
+    """(n queries, n docs) best-vector cosines, and the document vectors' cosines (hybrid only)."""
+    chunk = np.maximum.reduceat(queries @ docs.vectors.T, docs.starts, axis=1)
+    return chunk, None if docs.documents is None else queries @ docs.documents.T
 
 
 def search(
@@ -514,17 +521,15 @@ def tuned_search(
 ) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
     """``hybrid:auto``: the weighted fusion with w chosen by 5-fold cross-validation over the group's
     queries (each query ranked with the weight chosen on the other folds), and the weights chosen."""
-    assert docs.documents is not None
-    document = queries @ docs.documents.T
-    chunk = np.maximum.reduceat(queries @ docs.vectors.T, docs.starts, axis=1)
+    chunk, document = _levels(queries, docs)
+    assert document is not None
     qids = list(group.queries)
-    ranked: dict[float, list[list[tuple[str, float]]]] = {}
 
+    @functools.cache
     def run_for(weight: float) -> list[list[tuple[str, float]]]:
-        if weight not in ranked:
-            ranked[weight] = _top(weight * document + (1 - weight) * chunk, docs)
-        return ranked[weight]
+        return _top(fuse(document, chunk, HybridConfig(fusion="weighted", weight=weight)), docs)
 
+    @functools.cache
     def per_query_scores(weight: float) -> np.ndarray:
         run = run_for(weight)
         return np.array(
