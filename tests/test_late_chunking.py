@@ -184,3 +184,9 @@ def test_late_chunking_runs_through_an_extended_rope_encoder(tiny_decoder: objec
     (vectors,) = embed_plans(encoder, [(tokens, doc_plan)])
     assert np.isfinite(vectors).all() and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
     assert len(vectors) == len(doc_plan.spans) and not np.allclose(vectors[0], vectors[1])
+
+
+def test_late_overlap_defaults_to_none_unless_asked() -> None:
+    assert LongDocConfig(policy="late", chunk_size=16).overlap == 0
+    assert LongDocConfig(policy="late", chunk_size=16, overlap=4).overlap == 4
+    assert LongDocConfig(policy="chunk", chunk_size=64).overlap == 32

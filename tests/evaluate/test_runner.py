@@ -141,3 +141,23 @@ def test_hybrid_weight_one_and_zero_reproduce_document_and_chunk_rankings() -> N
         [docs.doc_ids[j] for j in row] for row in doc_order
     ]
     assert [[d for d, _ in hits] for hits in only_chunk] == [[d for d, _ in hits] for hits in plain]
+
+
+def test_whole_document_real_task_plots_as_bars(tiny_model: Path, tmp_path: Path) -> None:
+    """A real task run on whole documents (no max length) has no length axis: one bar per strategy,
+    not a log-scaled line at length 0 (matplotlib warns about that one, and warnings fail here)."""
+    import warnings
+
+    from ragidx.evaluate.plots import write_plots
+    from ragidx.evaluate.report import EvalResults
+
+    (record,) = run_grid(_grid(tiny_model, tmp_path, ["truncate"]), command="bars").records
+    groups = [g.model_copy(update={"length": None}) for g in record.groups]
+    real = [
+        record.model_copy(update={"task": "qmsum", "strategy": spec, "groups": groups, "max_length": None})
+        for spec in ("chunk:256:0", "late:256")
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        written = write_plots(EvalResults(records=real), tmp_path / "plots")
+    assert written[0].name.startswith("qmsum__") and all(p.stat().st_size > 0 for p in written)
