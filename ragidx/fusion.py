@@ -1,4 +1,9 @@
-"""Hybrid scoring: a document's whole-document cosine fused with its best chunk cosine.
+"""Document scores from vector scores: a chunked document's best chunk(s), fused with its
+whole-document cosine in a hybrid index.
+
+:func:`best_mean` scores a document by its best chunk (max-sim) or by the mean of its N best
+chunks (``[long_doc] best_chunks``, strategy ``+best:N``): one strong passage, or evidence spread
+over a few.
 
 A hybrid index (``[long_doc] hybrid``, see ``ragidx.longdoc``) holds one document-level vector per
 document beside its chunk vectors. For one query and a set of candidate documents,
@@ -77,3 +82,20 @@ def cross_validate(
         out[held] = cached(weight)[held]
         chosen.append((weight, held))
     return out, chosen
+
+
+def best_mean(scores: np.ndarray, starts: np.ndarray, best: int | None = None) -> np.ndarray:
+    """Per document, the mean of its ``best`` highest scores (None or 1: the highest, max-sim; a
+    document with fewer vectors: the mean of all of them). ``scores`` is (…, n vectors) with each
+    document's vectors contiguous from ``starts`` (ascending, first 0); the result is (…, n docs)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    if best is None or best == 1:
+        return np.maximum.reduceat(scores, starts, axis=-1)
+    ends = np.append(starts[1:], scores.shape[-1])
+    out = np.empty((*scores.shape[:-1], len(starts)), dtype=np.float64)
+    for doc, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
+        segment = scores[..., lo:hi]
+        if hi - lo > best:
+            segment = np.partition(segment, hi - lo - best, axis=-1)[..., hi - lo - best :]
+        out[..., doc] = segment.mean(axis=-1)
+    return out

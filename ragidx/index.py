@@ -231,12 +231,15 @@ class Index:
         where: Where | None = None,
         per: Per = "document",
         hybrid: HybridConfig | None = None,
+        best_chunks: int | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
         ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
         when that many match. A hybrid index fuses document and best-chunk cosines as its manifest
-        says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.retriever``)."""
-        return self.search_many([query], k, where=where, per=per, hybrid=hybrid)[0]
+        says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.retriever``).
+        A chunked document scores by its best chunk, or by the mean of its ``best_chunks`` best
+        (default: the manifest's ``best_chunks``)."""
+        return self.search_many([query], k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)[0]
 
     def search_many(
         self,
@@ -246,10 +249,13 @@ class Index:
         where: Where | None = None,
         per: Per = "document",
         hybrid: HybridConfig | None = None,
+        best_chunks: int | None = None,
     ) -> list[list[SearchResult]]:
         from ragidx.retriever import Retriever
 
-        return Retriever(self).search_many(queries, k, where=where, per=per, hybrid=hybrid)
+        return Retriever(self).search_many(
+            queries, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks
+        )
 
     def search_by_vectors(
         self,
@@ -260,6 +266,7 @@ class Index:
         where: Where | None = None,
         per: Per = "document",
         hybrid: HybridConfig | None = None,
+        best_chunks: int | None = None,
     ) -> list[list[SearchResult]]:
         """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
         ``queries`` only pick each result's snippet."""
@@ -272,7 +279,9 @@ class Index:
                 f"{self.manifest.encoder.dim}-d vectors from {self.manifest.encoder.name}"
             )
         vectors = l2_normalize(vectors)
-        return Retriever(self).rank(queries, vectors, k, where=where, per=per, hybrid=hybrid)
+        return Retriever(self).rank(
+            queries, vectors, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks
+        )
 
     def get(self, doc_ids: Iterable[str]) -> list[DocumentRecord]:
         """The stored documents with these ids, in the order asked; unknown ids are left out."""

@@ -97,6 +97,13 @@ class LongDocConfig(BaseModel):
         None, ge=1, description="chunk, late: at most K vectors per document (None: one per chunk)"
     )
     hybrid: HybridConfig | None = Field(None, description="chunk, late: add a document-level vector")
+    best_chunks: int | None = Field(
+        None,
+        ge=1,
+        description="chunk, late: a document scores as the mean cosine of its N best vectors (a "
+        "document with fewer vectors: the mean of all of them); None or 1: its best vector (max-sim). "
+        "Scoring only: the vectors do not change, and a query may ask for another N",
+    )
     extension: ExtensionConfig = Field(
         default_factory=ExtensionConfig, description="context extension and TempScale (see ragidx.extension)"
     )
@@ -110,8 +117,8 @@ class LongDocConfig(BaseModel):
         if self.policy == "extend" and self.extension.method == "none":
             raise ValueError("policy 'extend' needs an extension method (extension.method = pi, ntk, …)")
         chunked = self.policy in ("chunk", "late")
-        if (self.vectors_per_doc is not None or self.hybrid is not None) and not chunked:
-            raise ValueError("vectors_per_doc and hybrid apply to the chunk and late policies only")
+        if (self.vectors_per_doc, self.hybrid, self.best_chunks) != (None, None, None) and not chunked:
+            raise ValueError("vectors_per_doc, hybrid and best_chunks apply to the chunk and late policies")
         if self.hybrid is not None:
             if self.hybrid.document == "pass" and self.policy != "late":
                 raise ValueError("hybrid document 'pass' needs the late policy (use pcw, extend or truncate)")

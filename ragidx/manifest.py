@@ -132,10 +132,11 @@ class Manifest(BaseModel):
     def embedding_fingerprint(self) -> str:
         """sha256 of everything that decides a document's vectors: the encoder (weights
         fingerprint, window, pooling, prompts, dense layers) and the long-document policy with its
-        extension. Checkpointed vectors are reused only under the same fingerprint."""
+        extension (not ``best_chunks``: it only scores). Checkpointed vectors are reused only under
+        the same fingerprint."""
         settings = {
             "encoder": self.encoder.model_dump(mode="json", exclude={"name", "revision"}),
-            "long_doc": self.long_doc.model_dump(mode="json"),
+            "long_doc": self.long_doc.model_dump(mode="json", exclude={"best_chunks"}),
         }
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
 

@@ -15,6 +15,12 @@ best chunk and by document vector; each candidate's exact document cosine and be
 :class:`~ragidx.longdoc.HybridConfig` (or one given per search), and the ``k`` best documents are
 returned once each, with both cosines and the best chunk's span. ``per="chunk"`` ranks the
 chunk-level vectors only.
+
+A document can also score as the mean cosine of its N best chunks (``[long_doc] best_chunks``,
+strategy ``+best:N``, or ``best_chunks=N`` per search), exactly: the candidates are the documents
+with the best max-sim, rescored from their stored vectors; a document outside them has a max-sim,
+and so a best-N mean, of at most the last candidate's max-sim, so once the ``k``-th best mean
+reaches that bound the ranking is final; otherwise the candidate set grows.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ragidx.errors import ConfigError
-from ragidx.fusion import fuse
+from ragidx.fusion import best_mean, fuse
 from ragidx.longdoc import HybridConfig
 
 if TYPE_CHECKING:
@@ -40,6 +46,7 @@ Per = Literal["document", "chunk"]
 SNIPPET_CHARS = 240
 HYBRID_CANDIDATES = 100  # a hybrid search fuses at least this many documents from each level
 HYBRID_GROUP = 16  # queries whose candidates' stored vectors are reconstructed together
+BEST_CANDIDATES = 100  # best-N scoring starts from this many max-sim candidates per query
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset(
@@ -155,11 +162,12 @@ class Retriever:
         where: Where | None = None,
         per: Per = "document",
         hybrid: HybridConfig | None = None,
+        best_chunks: int | None = None,
     ) -> list[list[SearchResult]]:
         if not queries:
             return []
         vectors, _ = self.index.encoder.embed(list(queries), role="query")
-        return self.rank(queries, vectors, k, where=where, per=per, hybrid=hybrid)
+        return self.rank(queries, vectors, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)
 
     def rank(
         self,
@@ -170,10 +178,12 @@ class Retriever:
         where: Where | None = None,
         per: Per = "document",
         hybrid: HybridConfig | None = None,
+        best_chunks: int | None = None,
     ) -> list[list[SearchResult]]:
         """Results for query vectors (``queries`` only pick the snippets). ``hybrid``: fuse a
-        hybrid index's two levels this way instead of as its manifest says."""
-        hits = self.hits(vectors, k, where=where, per=per, hybrid=hybrid)
+        hybrid index's two levels this way instead of as its manifest says; ``best_chunks``: score
+        documents by the mean of their N best chunks instead of as the manifest says."""
+        hits = self.hits(vectors, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)
         return [self._results(query, h) for query, h in zip(queries, hits, strict=True)]
 
     def search_vectors(
@@ -191,12 +201,31 @@ class Retriever:
         where: Where | None = None,
         per: Per = "document",
         hybrid: HybridConfig | None = None,
+        best_chunks: int | None = None,
     ) -> list[list[Hit]]:
         """Per query, up to ``k`` :class:`Hit`: one per document, or (``per="chunk"``) per vector."""
         config = self.hybrid_config(hybrid)
+        best = self.best_chunks(best_chunks)
         if config is not None and per == "document":
-            return self._fused(vectors, k, where, config)
+            return self._fused(vectors, k, where, config, best)
+        if best > 1 and per == "document":
+            return self._best_n(vectors, k, where, best)
         return [[Hit(vid, score) for vid, score in hits] for hits in self._max_sim(vectors, k, where, per)]
+
+    def best_chunks(self, best_chunks: int | None = None) -> int:
+        """How many best chunks a document's score averages (``best_chunks``, else the manifest's;
+        1: max-sim)."""
+        long_doc = self.index.manifest.long_doc
+        if best_chunks is None:
+            return long_doc.best_chunks or 1
+        if best_chunks < 1:
+            raise ConfigError(f"best_chunks must be a positive number of chunks, got {best_chunks}")
+        if best_chunks > 1 and long_doc.policy not in ("chunk", "late"):
+            raise ConfigError(
+                f"{self.index.name}: documents were embedded as one vector each ({long_doc.policy}); "
+                "scoring by the best N chunks needs an index ingested with --long-doc chunk or late"
+            )
+        return best_chunks
 
     def hybrid_config(self, hybrid: HybridConfig | None = None) -> HybridConfig | None:
         """How this index's levels are fused (``hybrid``, else the manifest's); None: not hybrid."""
@@ -263,8 +292,33 @@ class Retriever:
                 break
         return hits
 
+    def _best_n(self, vectors: np.ndarray, k: int, where: Where | None, best: int) -> list[list[Hit]]:
+        """Per query, the ``k`` best documents by the mean of their ``best`` best chunks (exact, see
+        the module docstring)."""
+        out: list[list[Hit]] = [[] for _ in range(len(vectors))]
+        todo = list(range(len(vectors)))
+        fetch = max(k, BEST_CANDIDATES)
+        accepted: dict[str, bool] = {}
+        while todo:
+            found = self._max_sim(vectors[todo], fetch, where, "document", accepted)
+            unsettled: list[int] = []
+            for start in range(0, len(todo), HYBRID_GROUP):  # one reconstruction per group of queries
+                group = found[start : start + HYBRID_GROUP]
+                docs = [[self.index.store.vector(vid).doc_id for vid, _ in hits] for hits in group]
+                stored = _StoredVectors(self.index, {d for ids in docs for d in ids})
+                for query, hits, ids in zip(todo[start : start + HYBRID_GROUP], group, docs, strict=True):
+                    _, mean, best_vid = stored.scores(vectors[query], ids, best)
+                    order = np.argsort(-mean, kind="stable")[:k]
+                    every = len(hits) < fetch  # fewer than asked: every (accepted) document is here
+                    if every or mean[order[-1]] >= hits[-1][1]:
+                        out[query] = [Hit(int(best_vid[i]), float(mean[i])) for i in order]
+                    else:
+                        unsettled.append(query)
+            todo, fetch = unsettled, fetch * 4
+        return out
+
     def _fused(
-        self, vectors: np.ndarray, k: int, where: Where | None, config: HybridConfig
+        self, vectors: np.ndarray, k: int, where: Where | None, config: HybridConfig, best: int = 1
     ) -> list[list[Hit]]:
         """Hybrid search (see the module docstring): per query, the ``k`` best documents by fused score."""
         index, store = self.index, self.index.store
@@ -290,11 +344,12 @@ class Retriever:
                 group = candidates[number : number + HYBRID_GROUP]
                 stored = _StoredVectors(index, {d for docs in group for d in docs})
             assert stored is not None
-            document, chunk, best = stored.scores(query, docs)
+            document, chunk, top = stored.scores(query, docs, best)
+            assert document is not None
             fused = fuse(document, chunk, config)
             order = np.argsort(-fused, kind="stable")[:k]
             out.append(
-                [Hit(int(best[i]), float(fused[i]), float(document[i]), float(chunk[i])) for i in order]
+                [Hit(int(top[i]), float(fused[i]), float(document[i]), float(chunk[i])) for i in order]
             )
         return out
 
@@ -335,10 +390,10 @@ class Retriever:
 
 
 class _StoredVectors:
-    """The stored vectors of some documents of a hybrid index, reconstructed once for a search."""
+    """The stored vectors of some documents, reconstructed once for a search: their chunk vectors
+    and, in a hybrid index, their document-level vectors."""
 
     def __init__(self, index: Index, doc_ids: set[str]):
-        assert index.document_vectors is not None
         self.rows: dict[str, tuple[int, int, int]] = {}  # doc id → (its row in upper, chunk rows lo, hi)
         upper_vids: list[int] = []
         chunk_vids: list[np.ndarray] = []
@@ -346,26 +401,36 @@ class _StoredVectors:
         for doc_id in sorted(doc_ids):
             vids, ordinals = index.store.document_vids(doc_id)
             chunks = vids[ordinals >= 0]
-            self.rows[doc_id] = (len(upper_vids), at, at + len(chunks))
-            upper_vids.append(int(vids[ordinals == -1][0]))
+            self.rows[doc_id] = (len(self.rows), at, at + len(chunks))
+            if index.document_vectors is not None:
+                upper_vids.append(int(vids[ordinals == -1][0]))
             chunk_vids.append(chunks)
             at += len(chunks)
         self.chunk_vids = np.concatenate(chunk_vids) if chunk_vids else np.zeros(0, dtype=np.int64)
-        self.upper = index.document_vectors.reconstruct(np.asarray(upper_vids, dtype=np.int64))
         self.chunks = index.vectors.reconstruct(self.chunk_vids)
+        self.upper = (
+            None
+            if index.document_vectors is None
+            else index.document_vectors.reconstruct(np.asarray(upper_vids, dtype=np.int64))
+        )
 
-    def scores(self, query: np.ndarray, doc_ids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per document: its document cosine, its best chunk cosine and that chunk's vector id."""
-        upper = self.upper @ query
+    def scores(
+        self, query: np.ndarray, doc_ids: list[str], best: int = 1
+    ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        """Per document: its document cosine (hybrid; else None), its chunk score (the best chunk
+        cosine, or the mean of the ``best`` best) and its best chunk's vector id."""
         chunk = self.chunks @ query
-        document = np.empty(len(doc_ids))
-        best_score = np.empty(len(doc_ids))
-        best = np.empty(len(doc_ids), dtype=np.int64)
-        for i, doc_id in enumerate(doc_ids):
-            row, lo, hi = self.rows[doc_id]
-            top = lo + int(np.argmax(chunk[lo:hi]))
-            document[i], best_score[i], best[i] = upper[row], chunk[top], self.chunk_vids[top]
-        return document, best_score, best
+        rows = [self.rows[d] for d in doc_ids]
+        document = None if self.upper is None else (self.upper @ query)[[row for row, _, _ in rows]]
+        if not rows:
+            return document, np.zeros(0), np.zeros(0, dtype=np.int64)
+        segments = [chunk[lo:hi] for _, lo, hi in rows]
+        starts = np.concatenate([[0], np.cumsum([len(s) for s in segments])[:-1]]).astype(np.int64)
+        score = best_mean(np.concatenate(segments), starts, best)
+        firsts = [lo for _, lo, _ in rows]
+        best_rows = [lo + int(np.argmax(seg)) for lo, seg in zip(firsts, segments, strict=True)]
+        top = self.chunk_vids[np.asarray(best_rows, dtype=np.int64)]
+        return document, score, top
 
 
 def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:

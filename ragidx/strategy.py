@@ -16,6 +16,8 @@ A spec is a base strategy with optional modifiers joined by ``+``:
   over one extended pass);
 * ``tau:<τ>`` — TempScale (attention logits / τ in every layer), with any base;
 * ``vectors:<K>`` — with chunk or late: at most K vectors per document (consecutive chunks averaged);
+* ``best:<N>`` — with chunk or late: a document scores as the mean cosine of its N best vectors
+  instead of its best one (scoring only: the same vectors, the same cache);
 * ``hybrid:rrf``, ``hybrid:<w>`` or ``hybrid:auto`` — with chunk or late: a document-level vector
   too, fused with the best chunk by reciprocal-rank fusion or ``w·doc + (1−w)·chunk``; ``auto``
   (``ragidx eval`` only) chooses w by cross-validation. The document vector comes from the
@@ -47,7 +49,7 @@ BASES = ("truncate", "chunk", "pcw", "extend", "late")
 CHUNKED = ("chunk", "late")
 GRAMMAR = (
     "truncate, chunk[:N[:O]], pcw, extend:<method|preset.toml>, late[:N[:O]], lmk:<g>, tau:<τ>, "
-    "vectors:<K>, hybrid:<rrf|w|auto>, joined by '+'"
+    "vectors:<K>, best:<N>, hybrid:<rrf|w|auto>, joined by '+'"
 )
 
 
@@ -67,6 +69,7 @@ class Strategy:
     fusion: str | None = None  # hybrid: "rrf", "weighted" or "auto" (weighted, tuned by ragidx eval)
     weight: float | None = None  # hybrid weighted: the document cosine's weight
     document: str | None = None  # hybrid: pass, pcw, extend or truncate
+    best_chunks: int | None = None  # chunk, late: score by the mean of the N best vectors
 
     @property
     def whole_document(self) -> bool:
@@ -131,6 +134,8 @@ class Strategy:
             raw["overlap"] = self.overlap
         if self.vectors_per_doc is not None:
             raw["vectors_per_doc"] = self.vectors_per_doc
+        if self.best_chunks is not None:
+            raw["best_chunks"] = self.best_chunks
         if self.fusion is not None:
             raw["hybrid"] = {
                 "document": self.document,
@@ -165,6 +170,8 @@ def parse(spec: str) -> Strategy:
             options["tau"] = tau
         elif name == "vectors":
             options["vectors_per_doc"] = _number(spec, part, arg, int)
+        elif name == "best":
+            options["best_chunks"] = _number(spec, part, arg, int)
         elif name == "hybrid":
             options.update(_hybrid(spec, arg))
         elif name in BASES:
@@ -187,8 +194,8 @@ def _combine(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any
             f"strategy {spec}: at most one of chunk/late and one of truncate/pcw/extend; use {GRAMMAR}"
         )
     if not chunked:
-        if "vectors_per_doc" in options or hybrid:
-            raise ConfigError(f"strategy {spec}: vectors:<K> and hybrid need a chunk or late base")
+        if {"vectors_per_doc", "best_chunks"} & options.keys() or hybrid:
+            raise ConfigError(f"strategy {spec}: vectors:<K>, best:<N> and hybrid need a chunk or late base")
         if not single:
             if "landmark_every" not in options:
                 raise ConfigError(f"strategy {spec!r}: give a base strategy; use {GRAMMAR}")

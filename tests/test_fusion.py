@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragidx.fusion import WEIGHTS, cross_validate, fuse, ranks, tune_weight
+from ragidx.fusion import WEIGHTS, best_mean, cross_validate, fuse, ranks, tune_weight
 from ragidx.longdoc import HybridConfig
 
 DOCUMENT = np.array([0.9, 0.2, 0.5, 0.7])
@@ -67,3 +67,18 @@ def test_cross_validate_folds_partition_the_queries_and_score_each_with_the_othe
         np.testing.assert_allclose(scores[queries], score(weight)[queries])
     again, _ = cross_validate(score, n, folds=5, seed=3)
     np.testing.assert_array_equal(scores, again)
+
+
+def test_best_mean_is_the_mean_of_each_documents_top_n_scores() -> None:
+    rng = np.random.default_rng(7)
+    counts = [1, 2, 5, 3, 8]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    scores = rng.normal(size=(4, sum(counts)))
+    for best in (None, 1, 2, 3, 10):
+        got = best_mean(scores, starts, best)
+        n = best or 1
+        for q in range(4):
+            for doc, (lo, count) in enumerate(zip(starts, counts, strict=True)):
+                top = np.sort(scores[q, lo : lo + count])[::-1][:n]  # fewer than n: all of them
+                assert got[q, doc] == pytest.approx(top.mean())
+    assert best_mean(scores[0], starts, 2).shape == (5,)  # one query as a 1-d row

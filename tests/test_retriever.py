@@ -13,7 +13,7 @@ from ragidx.index import Index
 from ragidx.ingestion import ingest
 from ragidx.longdoc import HybridConfig
 from ragidx.retriever import Retriever, snippet
-from tests.conftest import long_text
+from tests.conftest import long_text, tiny_config
 
 
 def test_chunked_documents_are_reported_once_with_their_best_chunk(tmp_path: Path, tiny_model: Path) -> None:
@@ -183,3 +183,105 @@ def test_hybrid_batches_match_single_queries(hybrid_index: Path) -> None:
     for query, hits in zip(queries[::6], batch[::6], strict=True):
         single = index.search(query, k=4)
         assert [(h.doc_id, h.score, h.chunk) for h in hits] == [(h.doc_id, h.score, h.chunk) for h in single]
+
+
+# ----------------------------------------------------------------------------- best-N chunk scores
+@pytest.fixture(scope="module")
+def chunk_index(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
+    """Twelve documents of 1 to 9 chunks of 16 tokens (chunk policy, no overlap). Read-only."""
+    root = tmp_path_factory.mktemp("best")
+    docs = root / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"b{i:02d}.txt").write_text(f"Document {i}. " + long_text(8 + 14 * (i % 6), seed=70 + i))
+    ingest(docs, root / "ix", tiny_config(tiny_model, {"policy": "chunk", "chunk_size": 16, "overlap": 0}))
+    return root / "ix"
+
+
+def _best_n_brute_force(index: Index, query: str, best: int) -> dict[str, tuple[float, float]]:
+    """Per document: the mean of its ``best`` best chunk cosines, and its best chunk cosine."""
+    qv, _ = index.encoder.embed([query], role="query")
+    out: dict[str, tuple[float, float]] = {}
+    for doc_id in index.store.doc_ids():
+        vids, ordinals = index.store.document_vids(doc_id)
+        cosines = np.sort(index.vectors_of(vids[ordinals >= 0]) @ qv[0])[::-1]
+        out[doc_id] = (float(cosines[:best].mean()), float(cosines[0]))
+    return out
+
+
+@pytest.mark.parametrize("candidates", [100, 1])  # 1: the candidate set has to grow
+def test_best_n_is_exact_against_brute_force(
+    chunk_index: Path, candidates: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ragidx.retriever
+
+    monkeypatch.setattr(ragidx.retriever, "BEST_CANDIDATES", candidates)
+    index = Index.open(chunk_index)
+    assert {index.store.document(d).n_vectors for d in index.store.doc_ids()} != {1}
+    for query in (QUERY, "Document 4 garden", "light stone"):
+        for best in (2, 3):
+            expected = _best_n_brute_force(index, query, best)
+            for k in (1, 4, 12):
+                hits = index.search(query, k=k, best_chunks=best)
+                assert [h.doc_id for h in hits] == sorted(expected, key=lambda d: -expected[d][0])[:k]
+                assert [h.score for h in hits] == pytest.approx(
+                    [expected[h.doc_id][0] for h in hits], abs=1e-5
+                )
+                for hit in hits:  # the span shown is the document's best chunk (none when whole)
+                    if hit.chunk is None:
+                        assert hit.embed_mode == "whole"
+                        continue
+                    vid = next(
+                        v
+                        for v, o in zip(*index.store.document_vids(hit.doc_id), strict=True)
+                        if o == hit.chunk["ordinal"]
+                    )
+                    qv, _ = index.encoder.embed([query], role="query")
+                    assert float(index.vectors_of(np.array([vid]))[0] @ qv[0]) == pytest.approx(
+                        expected[hit.doc_id][1], abs=1e-5
+                    )
+    wanted = {"b01.txt", "b04.txt", "b05.txt", "b10.txt"}
+    filtered = index.search(QUERY, k=3, best_chunks=2, where=lambda record: record.doc_id in wanted)
+    expected = _best_n_brute_force(index, QUERY, 2)
+    assert [h.doc_id for h in filtered] == sorted(wanted, key=lambda d: -expected[d][0])[:3]
+    assert [h.doc_id for h in index.search(QUERY, k=5, best_chunks=1)] == [
+        h.doc_id for h in index.search(QUERY, k=5)
+    ]  # best 1 is max-sim
+    batch = index.search_many([QUERY, "light stone"] * 10, k=3, best_chunks=2)  # > one group
+    assert [h.doc_id for h in batch[-1]] == [
+        h.doc_id for h in index.search("light stone", k=3, best_chunks=2)
+    ]
+
+
+def test_best_n_from_the_manifest_and_in_a_hybrid_index(
+    tmp_path: Path, tiny_model: Path, hybrid_index: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(5):
+        (docs / f"m{i}.txt").write_text(f"Document {i}. " + long_text(60, seed=90 + i))
+    long_doc = {"policy": "chunk", "chunk_size": 16, "overlap": 0, "best_chunks": 2}
+    ingest(docs, tmp_path / "ix", tiny_config(tiny_model, long_doc))
+    index = Index.open(tmp_path / "ix")
+    assert index.manifest.long_doc.best_chunks == 2
+    default = index.search(QUERY, k=5)
+    assert [(h.doc_id, h.score) for h in default] == [
+        (h.doc_id, h.score) for h in index.search(QUERY, k=5, best_chunks=2)
+    ]
+    assert [h.score for h in default] != [h.score for h in index.search(QUERY, k=5, best_chunks=1)]
+    # hybrid, w = 0: the chunk level alone, scored by the best-2 mean
+    hybrid = Index.open(hybrid_index)
+    expected = _best_n_brute_force(hybrid, QUERY, 2)
+    hits = hybrid.search(QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=0.0), best_chunks=2)
+    assert [h.doc_id for h in hits] == sorted(expected, key=lambda d: -expected[d][0])
+    assert [h.chunk_score for h in hits] == pytest.approx([expected[h.doc_id][0] for h in hits], abs=1e-5)
+
+
+def test_best_n_needs_a_chunked_index(tmp_path: Path, tiny_model: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("one two three")
+    ingest(tmp_path / "d", tmp_path / "ix", tiny_config(tiny_model, {"policy": "pcw"}))
+    index = Index.open(tmp_path / "ix")
+    with pytest.raises(ConfigError, match="needs an index ingested with --long-doc chunk or late"):
+        index.search("one", best_chunks=2)
+    assert len(index.search("one", best_chunks=1)) == 1

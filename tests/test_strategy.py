@@ -76,10 +76,22 @@ def test_chunk_sizes_overrides_and_whole_document():
     assert parse("chunk+tau:0.5").long_doc(512).extension.tau == 0.5
 
 
+def test_best_n_scores_chunked_strategies_and_is_not_embedded():
+    best = parse("chunk:256:0+best:2")
+    assert best.best_chunks == 2 and not best.one_vector
+    config = best.long_doc(None)
+    assert (config.policy, config.chunk_size, config.overlap, config.best_chunks) == ("chunk", 256, 0, 2)
+    late = parse("late:128+hybrid:0.2+best:3").long_doc(None)
+    assert late.best_chunks == 3 and late.hybrid is not None and late.hybrid.weight == 0.2
+    assert parse("chunk").long_doc(None).best_chunks is None
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
         ("fancy", "unknown part 'fancy'"),
+        ("pcw+best:2", "best:<N> and hybrid need a chunk or late base"),
+        ("chunk+best:0", "must be positive"),
         ("extend:yarn", "extend:<method>"),
         ("extend:missing.toml", "no such preset file"),
         ("truncate+pcw", "at most one of"),

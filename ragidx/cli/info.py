@@ -120,6 +120,8 @@ def _long_doc(manifest: Manifest) -> str:
         text += f" (late chunks of {cfg.late_chunk_size} tokens, overlap {cfg.overlap})"
     if cfg.vectors_per_doc is not None:
         text += f", at most {cfg.vectors_per_doc} vectors per document"
+    if cfg.best_chunks is not None and cfg.best_chunks > 1:
+        text += f", documents score by the mean of their {cfg.best_chunks} best chunks"
     if cfg.hybrid is not None:
         fused = (
             cfg.hybrid.fusion

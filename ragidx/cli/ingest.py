@@ -17,6 +17,7 @@ from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, one_line, out
 from ragidx.cli.options import (
     AUTO_REFUSED,
     DEFAULT_INDEX,
+    BestChunks,
     ConfigFile,
     Device,
     Hybrid,
@@ -128,6 +129,7 @@ def ingest_command(
             "index size against quality (default: one per chunk).",
         ),
     ] = None,
+    best_chunks: BestChunks = None,
     hybrid: Hybrid = None,
     hybrid_document: Annotated[
         DocumentSource | None,
@@ -206,8 +208,9 @@ def ingest_command(
     embedded (whole, chunk, pcw, truncate, extend, late); nothing is cut silently.
 
     Late chunking, hybrid scoring and vector budgets: --long-doc late --chunk-size 256;
-    --vectors-per-doc 4; --hybrid rrf (or a weight, e.g. --hybrid 0.3) keeps a document-level
-    vector beside the chunks and fuses both at query time; or all at once, e.g.
+    --vectors-per-doc 4; --best-chunks 2 (a document scores by its 2 best chunks); --hybrid rrf
+    (or a weight, e.g. --hybrid 0.3) keeps a document-level vector beside the chunks and fuses
+    both at query time; or all at once, e.g.
     --strategy late:256+extend:pi+hybrid:rrf --max-tokens 2048. Files too large to read whole
     (streamed) are skipped under late, hybrid and vector budgets, with the reason.
 
@@ -229,6 +232,7 @@ def ingest_command(
         "--query-tau": query_tau,
         "--extension": extension,
         "--vectors-per-doc": vectors_per_doc,
+        "--best-chunks": best_chunks,
         "--hybrid": hybrid,
         "--hybrid-document": hybrid_document,
     }
@@ -254,6 +258,7 @@ def ingest_command(
             "overlap": overlap,
             "max_tokens": max_tokens,
             "vectors_per_doc": vectors_per_doc,
+            "best_chunks": best_chunks,
             "extension": {
                 "method": method,
                 "target_length": target_length,

@@ -35,6 +35,18 @@ Hybrid = Annotated[
 ]
 
 
+BestChunks = Annotated[
+    int | None,
+    typer.Option(
+        "--best-chunks",
+        min=1,
+        help="chunk, late: a document scores as the mean cosine of its N best chunks instead of its "
+        "best one (1: max-sim). Scoring only: nothing is re-embedded.",
+        show_default=False,
+    ),
+]
+
+
 def hybrid_fields(value: str) -> dict[str, Any]:
     """``--hybrid rrf|<w>`` as :class:`~ragidx.longdoc.HybridConfig` fields (a one-line
     :class:`ConfigError` for anything else, ``auto`` included: it is tuned by ``ragidx eval``)."""

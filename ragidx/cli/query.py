@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from ragidx.cli.app import app, handle_errors, out
-from ragidx.cli.options import DEFAULT_INDEX, Device, Hybrid, IndexDir, Json, hybrid_fields
+from ragidx.cli.options import DEFAULT_INDEX, BestChunks, Device, Hybrid, IndexDir, Json, hybrid_fields
 from ragidx.encoder import EncoderConfig
 from ragidx.errors import ConfigError
 from ragidx.index import Index
@@ -46,13 +46,15 @@ def query_command(
         bool, typer.Option("--with-text", help="JSON: include each document's full text.")
     ] = False,
     hybrid: Hybrid = None,
+    best_chunks: BestChunks = None,
     as_json: Json = False,
 ) -> None:
     """Search an index. Documents that were chunked score by their best chunk.
 
     In a hybrid index (ingested with --hybrid) a document scores by its document cosine fused with
     its best chunk cosine, as the index was built to fuse them; --hybrid rrf or --hybrid <w> tries
-    another fusion without re-ingesting. Each hybrid hit shows both cosines.
+    another fusion without re-ingesting. Each hybrid hit shows both cosines. --best-chunks N scores
+    a chunked document by the mean of its N best chunks (evidence spread over a few passages).
 
     Examples:  ragidx query "how do bees communicate?" -k 5 ;
     ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3
@@ -64,7 +66,7 @@ def query_command(
     fused = None if hybrid is None else HybridConfig.model_validate(hybrid_fields(hybrid))
     opened = Index.open(index, encoder_config=encoder_config)
     if text is not None:
-        results = opened.search(text, k, hybrid=fused)
+        results = opened.search(text, k, hybrid=fused, best_chunks=best_chunks)
         if as_json:
             out.print_json(json.dumps([r.to_dict(with_text=with_text) for r in results], ensure_ascii=False))
         else:
@@ -72,7 +74,7 @@ def query_command(
         return
     assert queries is not None
     pairs = read_queries(queries)
-    ranked = opened.search_many([t for _, t in pairs], k, hybrid=fused)
+    ranked = opened.search_many([t for _, t in pairs], k, hybrid=fused, best_chunks=best_chunks)
     if as_json:
         payload = {
             qid: [r.to_dict(with_text=with_text) for r in res]

@@ -5,9 +5,10 @@ For each (model, strategy, max length, task) the runner plans every document wit
 windows the cache does not hold with :class:`~ragidx.encoder.Encoder`, combines them
 (``ragidx.longdoc.combine``: one vector, or one per chunk), embeds the queries, scores every
 document of the group by exact inner product (a chunked document by its best chunk, max-sim, as
-``ragidx.retriever`` does), and computes the metrics. Records already in the output folder's
-``results.json`` are skipped, and embeddings are cached on disk per document
-(:mod:`ragidx.vector_cache`), so an interrupted or extended grid resumes without recomputing.
+``ragidx.retriever`` does; ``+best:N``: the mean of its N best), and computes the metrics.
+Records already in the output folder's ``results.json`` are skipped, and embeddings are cached on
+disk per document (:mod:`ragidx.vector_cache`), so an interrupted or extended grid resumes without
+recomputing.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from ragidx.evaluate.report import (
 )
 from ragidx.evaluate.tasks import LENGTHS, Task, TaskGroup, load_task
 from ragidx.extension.config import ExtensionConfig
-from ragidx.fusion import cross_validate, fuse, tune_weight
+from ragidx.fusion import best_mean, cross_validate, fuse, tune_weight
 from ragidx.longdoc import EmbedPlan, HybridConfig, LongDocConfig, combine, embed_raw, plan_tokens
 from ragidx.manifest import now
 from ragidx.strategy import Strategy, parse
@@ -256,10 +257,11 @@ def evaluate_one(
             docs = embed_documents(encoder, encoder_id, strategy, long_doc, group, cache, stats, progress)
             queries = embed_queries(encoder, encoder_id, long_doc.extension, group, cache, stats, progress)
             n_vectors += len(docs.vectors) + (0 if docs.documents is None else len(docs.documents))
+            best = long_doc.best_chunks
             if strategy.fusion == "auto":
-                ranked, hybrid[group.name] = tuned_search(queries, docs, group, task.main_metric, seed)
+                ranked, hybrid[group.name] = tuned_search(queries, docs, group, task.main_metric, seed, best)
             else:
-                ranked = search(queries, docs, hybrid=long_doc.hybrid)
+                ranked = search(queries, docs, hybrid=long_doc.hybrid, best=best)
             run = dict(zip(group.queries, ranked, strict=True))
             for qid, hits in run.items():
                 write_run(handle, qid, hits, _safe(strategy.spec))
@@ -386,14 +388,14 @@ def embed_documents(
 
 
 def _embedding_config(long_doc: LongDocConfig) -> LongDocConfig:
-    """What is embedded (and cached) for ``long_doc``: no vectors-per-doc grouping, no fusion
-    settings, and a late plan's pass vector always."""
+    """What is embedded (and cached) for ``long_doc``: no vectors-per-doc grouping, no fusion or
+    best-N scoring settings, and a late plan's pass vector always."""
     hybrid = long_doc.hybrid
     if long_doc.policy == "late" and (hybrid is None or hybrid.document == "pass"):
         hybrid = HybridConfig(document="pass")
     elif hybrid is not None:
         hybrid = HybridConfig(document=hybrid.document)
-    return long_doc.model_copy(update={"vectors_per_doc": None, "hybrid": hybrid})
+    return long_doc.model_copy(update={"vectors_per_doc": None, "hybrid": hybrid, "best_chunks": None})
 
 
 def _plan_tokens(encoder: Encoder, tokens: Tokens, doc_plan: EmbedPlan) -> int:
@@ -489,26 +491,35 @@ def embed_queries(
     return np.concatenate([v for v in vectors if v is not None])
 
 
-def scores(queries: np.ndarray, docs: _Embedded, hybrid: HybridConfig | None = None) -> np.ndarray:
-    """(n queries, n docs) document scores: best vector (max-sim), fused with the document vector's
-    cosine for a hybrid (``ragidx.fusion``)."""
-    chunk, document = _levels(queries, docs)
+def scores(
+    queries: np.ndarray, docs: _Embedded, hybrid: HybridConfig | None = None, best: int | None = None
+) -> np.ndarray:
+    """(n queries, n docs) document scores: best vector (max-sim; ``best``: the mean of the best N),
+    fused with the document vector's cosine for a hybrid (``ragidx.fusion``)."""
+    chunk, document = _levels(queries, docs, best)
     if hybrid is None or document is None:
         return chunk
     return fuse(document, chunk, hybrid)
 
 
-def _levels(queries: np.ndarray, docs: _Embedded) -> tuple[np.ndarray, np.ndarray | None]:
-    """(n queries, n docs) best-vector cosines, and the document vectors' cosines (hybrid only)."""
-    chunk = np.maximum.reduceat(queries @ docs.vectors.T, docs.starts, axis=1)
+def _levels(
+    queries: np.ndarray, docs: _Embedded, best: int | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(n queries, n docs) best-vector cosines (``best``: the mean of the N best), and the document
+    vectors' cosines (hybrid only)."""
+    chunk = best_mean(queries @ docs.vectors.T, docs.starts, best)
     return chunk, None if docs.documents is None else queries @ docs.documents.T
 
 
 def search(
-    queries: np.ndarray, docs: _Embedded, k: int = TOP_K, hybrid: HybridConfig | None = None
+    queries: np.ndarray,
+    docs: _Embedded,
+    k: int = TOP_K,
+    hybrid: HybridConfig | None = None,
+    best: int | None = None,
 ) -> list[list[tuple[str, float]]]:
     """Top-k documents per query by :func:`scores`. Ties keep corpus order."""
-    return _top(scores(queries, docs, hybrid), docs, k)
+    return _top(scores(queries, docs, hybrid, best), docs, k)
 
 
 def _top(per_doc: np.ndarray, docs: _Embedded, k: int = TOP_K) -> list[list[tuple[str, float]]]:
@@ -517,11 +528,11 @@ def _top(per_doc: np.ndarray, docs: _Embedded, k: int = TOP_K) -> list[list[tupl
 
 
 def tuned_search(
-    queries: np.ndarray, docs: _Embedded, group: TaskGroup, metric: str, seed: int
+    queries: np.ndarray, docs: _Embedded, group: TaskGroup, metric: str, seed: int, best: int | None = None
 ) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
     """``hybrid:auto``: the weighted fusion with w chosen by 5-fold cross-validation over the group's
     queries (each query ranked with the weight chosen on the other folds), and the weights chosen."""
-    chunk, document = _levels(queries, docs)
+    chunk, document = _levels(queries, docs, best)
     assert document is not None
     qids = list(group.queries)
 

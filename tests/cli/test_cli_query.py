@@ -133,3 +133,37 @@ def test_query_hybrid_option_errors(index_dir: Path, hybrid_index: Path) -> None
     assert len(plain.output.strip().splitlines()) == 1
     bad = runner.invoke(app, ["query", "alpha", "-i", str(hybrid_index), "--hybrid", "x"])
     assert bad.exit_code == 2 and "--hybrid x: use rrf or a weight w in [0, 1]" in bad.output
+
+
+def test_best_chunks_at_ingest_and_query(tmp_path: Path, tiny_model: Path, index_dir: Path) -> None:
+    from tests.conftest import long_text
+
+    docs = tmp_path / "long"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"l{i}.txt").write_text(f"Document {i}. " + long_text(70, seed=20 + i))
+    ingest = ["ingest", str(docs), "-i", str(tmp_path / "best"), "-m", str(tiny_model), "-q"]
+    flags = ["--long-doc", "chunk", "--chunk-size", "16", "--overlap", "0", "--best-chunks", "2"]
+    result = runner.invoke(app, [*ingest, *flags])
+    assert result.exit_code == 0, result.output
+    info = runner.invoke(app, ["info", str(tmp_path / "best")])
+    assert "documents score by the mean of their 2 best chunks" in " ".join(
+        w for w in info.stdout.split() if w != "│"
+    )
+    query = ["query", "Document 2", "-i", str(tmp_path / "best"), "-k", "4", "--json"]
+    by_two = json.loads(runner.invoke(app, query).stdout)
+    by_one = json.loads(runner.invoke(app, [*query, "--best-chunks", "1"]).stdout)
+    assert all(hit["chunk"] is not None for hit in by_two)
+    assert [h["score"] for h in by_two] != [h["score"] for h in by_one]
+    assert all(
+        two["score"] <= one["score"] + 1e-6
+        for two, one in zip(
+            sorted(by_two, key=lambda h: h["doc_id"]), sorted(by_one, key=lambda h: h["doc_id"]), strict=True
+        )
+    )  # a mean of the best two never beats the best one
+    changed = runner.invoke(app, [*ingest, *flags[:-1], "3"])
+    assert changed.exit_code == 2 and "best_chunks = 2" in changed.output
+    refused = runner.invoke(app, ["query", "alpha", "-i", str(index_dir), "--best-chunks", "2"])
+    assert refused.exit_code == 0  # a chunk-policy index whose documents all fit one window
+    bad = runner.invoke(app, ["query", "alpha", "-i", str(index_dir), "--best-chunks", "0"])
+    assert bad.exit_code == 2

@@ -161,3 +161,20 @@ def test_whole_document_real_task_plots_as_bars(tiny_model: Path, tmp_path: Path
         warnings.simplefilter("error")
         written = write_plots(EvalResults(records=real), tmp_path / "plots")
     assert written[0].name.startswith("qmsum__") and all(p.stat().st_size > 0 for p in written)
+
+
+def test_best_n_scores_by_the_mean_of_the_best_vectors_and_reuses_the_embeddings(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, 0.6], [0.7, 0.7]], dtype=np.float32)
+    docs = runner._Embedded(["a", "b"], vectors, np.array([0, 2]))
+    ranked = search(np.array([[1.0, 0.0]], dtype=np.float32), docs, best=2)
+    # a: (1.0 + 0.0) / 2 = 0.5; b: its best two of 0.6, 0.8, 0.7 = 0.75; max-sim would rank a first
+    assert [d for d, _ in ranked[0]] == ["b", "a"]
+    assert [s for _, s in ranked[0]] == pytest.approx([0.75, 0.5])
+    assert [d for d, _ in search(np.array([[1.0, 0.0]], dtype=np.float32), docs)[0]] == ["a", "b"]
+    results = run_grid(_grid(tiny_model, tmp_path, ["chunk:32:0", "chunk:32:0+best:2"]), command="best")
+    plain, best = results.records
+    assert best.timing.docs_embedded == 0 and best.timing.docs_cached == 100
+    assert best.parameters["long_doc"]["best_chunks"] == 2
+    assert best.parameters["vectors_per_doc"] == plain.parameters["vectors_per_doc"]

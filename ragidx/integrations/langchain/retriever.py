@@ -49,6 +49,12 @@ class RagidxRetriever(BaseRetriever):
     hybrid: HybridConfig | None = Field(
         None, description="a hybrid index: fuse its document and chunk cosines this way, not the manifest's"
     )
+    best_chunks: int | None = Field(
+        None,
+        ge=1,
+        description="a chunked index: score a document by the mean of its N best chunks (default: as "
+        "the index was ingested; 1: its best chunk)",
+    )
 
     @classmethod
     def from_index(
@@ -60,7 +66,8 @@ class RagidxRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> RagidxRetriever:
         """Open the index at ``path`` (its model loads on the first query); ``kwargs`` set
-        ``score_threshold``, ``filter``, ``search_type``, ``hybrid`` and the usual retriever fields."""
+        ``score_threshold``, ``filter``, ``search_type``, ``hybrid``, ``best_chunks`` and the usual
+        retriever fields."""
         encoder_config = EncoderConfig(device=device) if device is not None else None
         return cls(index=Index.open(path, encoder_config=encoder_config), k=k, **kwargs)
 
@@ -85,6 +92,7 @@ class RagidxRetriever(BaseRetriever):
             where=None if chosen is None else record_filter(chosen),
             per=per,
             hybrid=self.hybrid,
+            best_chunks=self.best_chunks,
         )
         return [_document(r, per) for r in results if threshold is None or r.score >= threshold]
 

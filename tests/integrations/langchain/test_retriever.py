@@ -131,6 +131,11 @@ def test_retriever_on_a_hybrid_late_index(hybrid_index: Path) -> None:
     ).invoke(query)
     scores = [d.metadata["score"] for d in by_document]
     assert scores == pytest.approx([d.metadata["document_score"] for d in by_document])
+    best_two = RagidxRetriever.from_index(hybrid_index, k=5, best_chunks=2).invoke(query)
+    expected = Index.open(hybrid_index).search(query, k=5, best_chunks=2)
+    assert [(d.id, d.metadata["chunk_score"]) for d in best_two] == [
+        (h.doc_id, h.chunk_score) for h in expected
+    ]
     chunks = retriever.invoke(query, search_type="chunk", k=4)
     for doc in chunks:
         span = doc.metadata["chunk"]
