@@ -13,15 +13,12 @@ document beside its chunk vectors. For one query and a set of candidate document
 * ``rrf`` — reciprocal-rank fusion, ``1 / (k + rank_doc) + 1 / (k + rank_chunk)`` with ranks
   1, 2, … over the candidates (ties keep candidate order), no parameter to tune.
 
-:func:`tune_weight` picks w on a development split: the weight with the best mean of a per-query
-score, and :func:`cross_validate` reports that choice honestly, k-fold over queries (each fold
-scored with the weight chosen on the others). The retriever and ``ragidx eval`` both score with
-these functions.
+The weight w is chosen on a development split among :data:`WEIGHTS` (``ragidx eval``'s
+``hybrid:auto``, with :mod:`ragidx.evaluate.selection`). The retriever and ``ragidx eval`` both
+score with these functions.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -43,45 +40,6 @@ def fuse(document: np.ndarray, chunk: np.ndarray, config: HybridConfig) -> np.nd
     if config.fusion == "weighted":
         return config.weight * document + (1.0 - config.weight) * chunk
     return 1.0 / (config.rrf_k + ranks(document)) + 1.0 / (config.rrf_k + ranks(chunk))
-
-
-def tune_weight(
-    score: Callable[[float], np.ndarray], queries: Sequence[int] | None = None
-) -> tuple[float, float]:
-    """The weight of :data:`WEIGHTS` with the best mean per-query score (over ``queries``, default
-    all); ``score(w)`` returns per-query scores. Ties go to the smaller weight. Returns (w, mean)."""
-    best = (WEIGHTS[0], -np.inf)
-    for weight in WEIGHTS:
-        values = score(weight)
-        mean = float(values.mean() if queries is None else values[np.asarray(queries)].mean())
-        if mean > best[1] + 1e-12:
-            best = (weight, mean)
-    return best
-
-
-def cross_validate(
-    score: Callable[[float], np.ndarray], n_queries: int, folds: int = 5, seed: int = 0
-) -> tuple[np.ndarray, list[tuple[float, np.ndarray]]]:
-    """Per-query scores where each fold's queries are scored with the weight tuned on the other
-    folds (queries shuffled with ``seed`` into ``folds`` folds), and each fold's (weight, query
-    indices)."""
-    cache: dict[float, np.ndarray] = {}
-
-    def cached(weight: float) -> np.ndarray:
-        if weight not in cache:
-            cache[weight] = score(weight)
-        return cache[weight]
-
-    order = np.random.default_rng(seed).permutation(n_queries)
-    parts = np.array_split(order, min(folds, n_queries))
-    out = np.zeros(n_queries)
-    chosen: list[tuple[float, np.ndarray]] = []
-    for held in parts:
-        rest = np.setdiff1d(order, held)
-        weight, _ = tune_weight(cached, rest if len(rest) else held)
-        out[held] = cached(weight)[held]
-        chosen.append((weight, held))
-    return out, chosen
 
 
 def best_mean(scores: np.ndarray, starts: np.ndarray, best: int | None = None) -> np.ndarray:

@@ -4,13 +4,18 @@
   ``queries.jsonl``) or TSV (``id<TAB>text`` per line, an optional ``id text`` / ``qid query``
   header). The format is chosen by the file's suffix (``.jsonl``/``.json`` vs anything else).
 * Runs: ``qid Q0 doc_id rank score tag`` lines, what ``trec_eval``, ``pytrec_eval`` and
-  ``ir-measures`` read.
+  ``ir-measures`` read; a run file named ``*.gz`` is gzip-compressed (``zcat run.trec.gz |
+  trec_eval qrels /dev/stdin``), written deterministically (no name or time in the header) so the
+  same run gives the same bytes.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -84,12 +89,30 @@ def write_run(handle: TextIO, qid: str, ranked: Sequence[tuple[str, float]], tag
 
     TREC columns are whitespace-separated, so whitespace inside ids is written as ``%20`` etc.
     """
-    qid = _no_space(qid)
+    qid = trec_id(qid)
     for rank, (doc_id, score) in enumerate(ranked, start=1):
-        handle.write(f"{qid} Q0 {_no_space(doc_id)} {rank} {score:.6f} {tag}\n")
+        handle.write(f"{qid} Q0 {trec_id(doc_id)} {rank} {score:.6f} {tag}\n")
 
 
-def _no_space(value: str) -> str:
+@contextmanager
+def open_run(path: str | Path, compress: bool | None = None) -> Iterator[TextIO]:
+    """A run file opened for writing: gzip-compressed (deterministically) when ``compress`` says so
+    (default: when ``path`` ends in ``.gz``), plain text otherwise."""
+    path = Path(path)
+    if not (path.suffix == ".gz" if compress is None else compress):
+        with path.open("w", encoding="utf-8") as handle:
+            yield handle
+        return
+    with (
+        path.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed,
+        io.TextIOWrapper(packed, encoding="utf-8") as handle,
+    ):
+        yield handle
+
+
+def trec_id(value: str) -> str:
+    """An id as a run file writes it (whitespace as ``%XX``: TREC columns are whitespace-separated)."""
     return "".join(f"%{ord(c):02X}" if c.isspace() else c for c in value)
 
 
@@ -101,3 +124,19 @@ def read_run(lines: Iterable[str]) -> dict[str, dict[str, float]]:
         if len(parts) >= 5:
             run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
     return run
+
+
+def read_run_file(path: str | Path) -> dict[str, dict[str, float]]:
+    """A run file (``.trec``, or gzip-compressed ``.gz``) as :func:`read_run` parses it, each query's
+    documents in the file's (rank) order; an unreadable file is an error naming it."""
+    path = Path(path)
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                return read_run(handle)
+        with path.open(encoding="utf-8") as handle:
+            return read_run(handle)
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the run file ({exc}); re-run the command that wrote it") from (
+            exc
+        )

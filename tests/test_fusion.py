@@ -1,11 +1,11 @@
-"""Hybrid fusion (ragidx.fusion): weighted sums, reciprocal-rank fusion, weight tuning, CV folds."""
+"""Document scores (ragidx.fusion): weighted sums, reciprocal-rank fusion, best-N chunk means."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ragidx.fusion import WEIGHTS, best_mean, cross_validate, fuse, ranks, tune_weight
+from ragidx.fusion import best_mean, fuse, ranks
 from ragidx.longdoc import HybridConfig
 
 DOCUMENT = np.array([0.9, 0.2, 0.5, 0.7])
@@ -37,36 +37,6 @@ def test_ranks_keep_candidate_order_on_ties_and_work_per_row() -> None:
     assert ranks(np.array([0.5, 0.7, 0.5, 0.7])).tolist() == [3, 1, 4, 2]
     batch = ranks(np.vstack([DOCUMENT, CHUNK]))
     assert batch.tolist() == [[1, 4, 3, 2], [3, 1, 2, 4]]
-
-
-def test_tune_weight_picks_the_best_mean_and_prefers_the_smaller_weight_on_ties() -> None:
-    assert tune_weight(lambda w: np.array([-((w - 0.3) ** 2), -((w - 0.3) ** 2)])) == (
-        0.3,
-        pytest.approx(0.0),
-    )
-    assert tune_weight(lambda w: np.ones(3))[0] == WEIGHTS[0] == 0.0
-    # only the queries asked for count: query 0 wants w = 1, query 1 wants w = 0
-    score = lambda w: np.array([w, 1 - w])  # noqa: E731
-    assert tune_weight(score, [0])[0] == 1.0 and tune_weight(score, [1])[0] == 0.0
-
-
-def test_cross_validate_folds_partition_the_queries_and_score_each_with_the_others_weight() -> None:
-    n = 23
-    prefers = np.where(np.arange(n) < 15, 0.2, 0.8)  # most queries like w = 0.2
-
-    def score(weight: float) -> np.ndarray:
-        return -np.abs(prefers - weight)
-
-    scores, folds = cross_validate(score, n, folds=5, seed=3)
-    held = np.concatenate([q for _, q in folds])
-    assert len(folds) == 5 and sorted(held.tolist()) == list(range(n))  # a partition
-    assert max(len(q) for _, q in folds) - min(len(q) for _, q in folds) <= 1
-    for weight, queries in folds:
-        rest = np.setdiff1d(np.arange(n), queries)
-        assert weight == tune_weight(score, rest)[0]  # chosen without the held-out fold
-        np.testing.assert_allclose(scores[queries], score(weight)[queries])
-    again, _ = cross_validate(score, n, folds=5, seed=3)
-    np.testing.assert_array_equal(scores, again)
 
 
 def test_best_mean_is_the_mean_of_each_documents_top_n_scores() -> None:

@@ -161,3 +161,30 @@ def test_read_run_keeps_escaped_ids_and_skips_short_lines() -> None:
     lines = [*out.getvalue().splitlines(), "", "too short line"]
     # read_run does not unescape: ids come back as written
     assert read_run(lines) == {"q%201": {"a%20b": 0.333333}}
+
+
+def test_gzipped_runs_round_trip_and_are_byte_identical(tmp_path: Path) -> None:
+    import gzip
+
+    from ragidx.errors import InputError
+    from ragidx.trec import open_run, read_run_file
+
+    ranked = [("doc a", 0.9), ("d2", 0.5)]
+    for name in ("one.trec.gz", "two.trec.gz", "plain.trec"):
+        with open_run(tmp_path / name) as handle:
+            write_run(handle, "q 1", ranked, "tag")
+    assert (tmp_path / "one.trec.gz").read_bytes() == (
+        tmp_path / "two.trec.gz"
+    ).read_bytes()  # no time, no name
+    assert (
+        gzip.decompress((tmp_path / "one.trec.gz").read_bytes()).decode()
+        == (tmp_path / "plain.trec").read_text()
+    )
+    expected = {"q%201": {"doc%20a": 0.9, "d2": 0.5}}
+    assert read_run_file(tmp_path / "one.trec.gz") == read_run_file(tmp_path / "plain.trec") == expected
+    with open_run(tmp_path / "forced.tmp", compress=True) as handle:
+        write_run(handle, "q", ranked)
+    assert (tmp_path / "forced.tmp").read_bytes()[:2] == b"\x1f\x8b"
+    (tmp_path / "bad.trec.gz").write_bytes(b"not gzip")
+    with pytest.raises(InputError, match=r"bad\.trec\.gz: cannot read the run file"):
+        read_run_file(tmp_path / "bad.trec.gz")

@@ -131,9 +131,19 @@ def eval_command(
             "-s",
             help="truncate | chunk[:N[:O]] | pcw | extend:<pi|gp|rp|ntk|selfextend|preset.toml> | "
             "late[:N[:O]] | lmk:<g>; add '+tau:<τ>' (TempScale), '+vectors:<K>' (chunk/late: K "
-            "vectors per document), '+hybrid:<rrf|w|auto>' (chunk/late plus a document vector; auto "
-            "tunes w by 5-fold cross-validation), e.g. late:256+extend:pi+hybrid:rrf. Repeatable "
-            "(default chunk).",
+            "vectors per document), '+best:<N>' (chunk/late: score by the mean of the N best chunks), "
+            "'+hybrid:<rrf|w|auto>' (chunk/late plus a document vector; auto tunes w by 5-fold "
+            "cross-validation), e.g. late:256+extend:pi+hybrid:rrf. Repeatable (default chunk).",
+        ),
+    ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--select",
+            help="Candidates A,B,C (comma-separated strategies): each is evaluated, then every query "
+            "fold is ranked by the candidate with the best score on the other four folds (5-fold "
+            "cross-validation, e.g. to choose a chunk size honestly): a record 'select:A|B|C'. "
+            "Repeatable.",
         ),
     ] = None,
     max_length: Annotated[
@@ -165,6 +175,9 @@ def eval_command(
     """Evaluate strategies on tasks; writes results.json, runs/, results.md and plots/ into --out.
 
     Reruns skip results already in --out, and cached document embeddings are reused.
+
+    Example (chunk size chosen by cross-validation):  ragidx eval --task qmsum --max-length none
+    --select chunk:128:0,chunk:256:0,chunk:512:0 --out results/sizes
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -175,7 +188,8 @@ def eval_command(
     settings = {
         "tasks": task,
         "models": model or ["default"],
-        "strategies": strategy or ["chunk"],
+        "strategies": strategy or ([] if select else ["chunk"]),
+        "selections": [[c.strip() for c in value.split(",") if c.strip()] for value in select or []],
         "max_lengths": _lengths(max_length) or [4096],
         "seed": seed,
         "data_dir": str(data_dir) if data_dir else None,
@@ -211,7 +225,8 @@ def grid_command(
 ) -> None:
     """Run a TOML grid (models × strategies × max lengths × tasks) as one resumable batch.
 
-    Keys: models, strategies, max_lengths, tasks, lengths, seed, data_dir, out, cache_dir, device.
+    Keys: models, strategies, selections (lists of candidates, as --select), max_lengths, tasks,
+    lengths, seed, data_dir, out, cache_dir, device.
     """
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))

@@ -211,7 +211,7 @@ def verdicts(records: Sequence[EvalRecord]) -> list[str]:
         for task in _tasks(r for r in records if r.model == model):
             mine = [r for r in records if r.model == model and task_column(r.task) == task]
             whole = [r for r in mine if r.whole_document]
-            chunked = [r for r in mine if r.strategy.split("+")[0].split(":")[0] in ("chunk", "pcw")]
+            chunked = [r for r in mine if _bases(r) <= {"chunk", "pcw"}]
             if not whole or not chunked:
                 continue
             for group in [g.group for g in mine[0].groups]:
@@ -225,6 +225,20 @@ def verdicts(records: Sequence[EvalRecord]) -> list[str]:
                     f"best chunked {label(c, 1)} {cs:.1f}"
                 )
     return lines or ["- (needs an extend strategy and a chunk or pcw strategy on the same task)"]
+
+
+def _bases(record: EvalRecord) -> set[str]:
+    """The base strategies of a record (``chunk:256+best:2`` → chunk; a selection: its candidates')."""
+    specs = record.parameters.get("candidates") or [record.strategy]
+    return {spec.split("+")[0].split(":")[0] for spec in specs}
+
+
+def _tuned(record: EvalRecord) -> str:
+    """What cross-validation chose on all queries, per group: hybrid weights, or a selection's choice."""
+    if "selection" in record.parameters:
+        return ", ".join(s["choice_on_all_queries"] for s in record.parameters["selection"].values())
+    tuning = record.parameters.get("hybrid_tuning")
+    return ", ".join(f"w {t['weight_on_all_queries']:.2f}" for t in tuning.values()) if tuning else "–"
 
 
 def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
@@ -241,19 +255,15 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
         lines += [
             f"**{TASK_TITLES.get(task, task)}** ({mine[0].main_metric}; ★ = Pareto front)",
             "",
-            "| strategy | vectors / doc | index KiB / doc | encoder tokens/s | score | hybrid w per group |",
+            "| strategy | vectors / doc | index KiB / doc | encoder tokens/s | score | tuned per group |",
             "|---|---|---|---|---|---|",
         ]
         for r in sorted(mine, key=lambda r: (r.parameters["vectors_per_doc"], -r.score)):
             speed = r.timing.tokens_embedded / r.timing.embed_seconds if r.timing.tokens_embedded else None
-            tuning = r.parameters.get("hybrid_tuning")
-            weight = (
-                ", ".join(f"{t['weight_on_all_queries']:.2f}" for t in tuning.values()) if tuning else "–"
-            )
             lines.append(
                 f"| {label(r, models)}{' ★' if r in front else ''} | {r.parameters['vectors_per_doc']:.1f} | "
                 f"{_kib(r)} | "
-                f"{f'{speed:,.0f}' if speed else '(cached)'} | {r.score:.1f} | {weight} |"
+                f"{f'{speed:,.0f}' if speed else '(cached)'} | {r.score:.1f} | {_tuned(r)} |"
             )
         lines.append("")
     return lines

@@ -5,7 +5,9 @@ For each (model, strategy, max length, task) the runner plans every document wit
 windows the cache does not hold with :class:`~ragidx.encoder.Encoder`, combines them
 (``ragidx.longdoc.combine``: one vector, or one per chunk), embeds the queries, scores every
 document of the group by exact inner product (a chunked document by its best chunk, max-sim, as
-``ragidx.retriever`` does; ``+best:N``: the mean of its N best), and computes the metrics.
+``ragidx.retriever`` does; ``+best:N``: the mean of its N best), and computes the metrics. A
+selection (``--select A,B,C``) is scored from its candidates' runs: each query fold ranked by the
+candidate chosen on the other folds (:mod:`ragidx.evaluate.selection`).
 Records already in the output folder's ``results.json`` are skipped, and embeddings are cached on
 disk per document (:mod:`ragidx.vector_cache`), so an interrupted or extended grid resumes without
 recomputing.
@@ -19,14 +21,14 @@ import shlex
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragidx import __version__
 from ragidx.encoder import Encoder, EncoderConfig, Tokens
@@ -41,17 +43,19 @@ from ragidx.evaluate.report import (
     read_results,
     write_results,
 )
+from ragidx.evaluate.selection import choose, cross_validate
 from ragidx.evaluate.tasks import LENGTHS, Task, TaskGroup, load_task
 from ragidx.extension.config import ExtensionConfig
-from ragidx.fusion import best_mean, cross_validate, fuse, tune_weight
+from ragidx.fusion import WEIGHTS, best_mean, fuse
 from ragidx.longdoc import EmbedPlan, HybridConfig, LongDocConfig, combine, embed_raw, plan_tokens
 from ragidx.manifest import now
 from ragidx.strategy import Strategy, parse
-from ragidx.trec import write_run
+from ragidx.trec import open_run, read_run_file, trec_id, write_run
 from ragidx.vector_cache import EmbeddingCache, content_hash, make_key
 
 FLUSH_TOKENS = 1 << 16  # embed (and write the cache) once this many tokens are pending
 TOP_K = 100
+SELECT = "select:"  # a selection record's strategy label: select:A|B|C
 
 
 class EvalProgress(Protocol):
@@ -79,7 +83,10 @@ class EvalGrid(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     models: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
-    strategies: list[str] = Field(default_factory=lambda: ["chunk"], min_length=1)
+    strategies: list[str] = Field(default_factory=lambda: ["chunk"])
+    selections: list[list[str]] = Field(
+        default_factory=list, description="candidate lists: each a strategy chosen by 5-fold CV"
+    )
     max_lengths: list[int | None] = Field(default_factory=lambda: [4096], min_length=1)
     tasks: list[str] = Field(min_length=1)
     lengths: list[int] = Field(default_factory=lambda: list(LENGTHS), description="passkey/needle lengths")
@@ -97,6 +104,22 @@ class EvalGrid(BaseModel):
         for spec in value:
             parse(spec)
         return value
+
+    @field_validator("selections")
+    @classmethod
+    def _candidates(cls, value: list[list[str]]) -> list[list[str]]:
+        for candidates in value:
+            if len(set(candidates)) < 2:
+                raise ConfigError(f"select {','.join(candidates)}: give at least two different strategies")
+            for spec in candidates:
+                parse(spec)
+        return value
+
+    @model_validator(mode="after")
+    def _something(self) -> EvalGrid:
+        if not self.strategies and not self.selections:
+            raise ConfigError("give at least one strategy (or a selection of strategies)")
+        return self
 
 
 @dataclass
@@ -169,10 +192,18 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
     command = command or shlex.join(["ragidx" if program == "__main__.py" else program, *sys.argv[1:]])
     if command not in results.commands:
         results.commands.append(command)
-    done = {r.key: i for i, r in enumerate(results.records)}
     cache = EmbeddingCache(grid.cache_dir)
     encoders = _Encoders(grid.device, grid.batch_size)
     strategies = [parse(s) for s in grid.strategies]
+    records = _Records(results, out, grid, progress)
+
+    def evaluation(
+        task: Task, model: str, strategy: Strategy, length: int | None
+    ) -> Callable[[], EvalRecord]:
+        return functools.partial(
+            evaluate_one, task, model, strategy, length, encoders, cache, out, grid.seed, progress
+        )
+
     for model in grid.models:
         base, _ = encoders.get(model, {}, ExtensionConfig())
         fingerprint = base.folder.fingerprint()
@@ -183,32 +214,22 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
         ]
         for task in tasks:
             for strategy in strategies:
-                for max_length in _max_lengths(strategy, grid.max_lengths):
-                    key = (
-                        task.name,
-                        fingerprint,
-                        strategy.spec,
-                        max_length,
-                        grid.seed,
-                        tuple(g.name for g in task.groups),
+                for length in _max_lengths(strategy, grid.max_lengths):
+                    records.ensure(
+                        records.key(task, fingerprint, strategy.spec, length),
+                        evaluation(task, model, strategy, length),
                     )
-                    if key in done and not grid.force:
-                        progress.record(
-                            f"{task.name} · {strategy.spec} @{max_length}: done earlier", done=True
-                        )
-                        continue
-                    progress.record(f"{model} · {task.name} · {strategy.spec} @{max_length}")
-                    record = evaluate_one(
-                        task, model, strategy, max_length, encoders, cache, out, grid.seed, progress
-                    )
-                    if key in done:
-                        results.records[done[key]] = record
-                    else:
-                        done[key] = len(results.records)
-                        results.records.append(record)
-                    write_results(out, results)
-                    progress.record(
-                        f"{task.name} · {strategy.spec}: {task.main_metric} {record.score:.1f}", done=True
+            for specs in grid.selections:
+                label = SELECT + "|".join(specs)
+                for max_length in dict.fromkeys(grid.max_lengths):
+                    candidates = []
+                    for candidate in map(parse, specs):
+                        length = _max_lengths(candidate, [max_length])[0]
+                        key = records.key(task, fingerprint, candidate.spec, length)
+                        candidates.append(records.ensure(key, evaluation(task, model, candidate, length)))
+                    key = records.key(task, fingerprint, label, max_length)
+                    records.ensure(
+                        key, functools.partial(select_one, task, label, max_length, candidates, out)
                     )
     write_results(out, results)
     (out / "results.md").write_text(markdown(results), encoding="utf-8")
@@ -217,6 +238,39 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
     except ImportError:
         progress.record("plots skipped: matplotlib is not installed (pip install 'ragidx[eval]')", done=True)
     return results
+
+
+class _Records:
+    """The records of one result folder: each computed once per call (``force`` recomputes those
+    found from earlier calls), results.json rewritten after each new one."""
+
+    def __init__(self, results: EvalResults, out: Path, grid: EvalGrid, progress: EvalProgress):
+        self.results, self.out, self.grid, self.progress = results, out, grid, progress
+        self.done = {r.key: i for i, r in enumerate(results.records)}
+        self.fresh: set[tuple[Any, ...]] = set()
+
+    def key(self, task: Task, fingerprint: str, spec: str, max_length: int | None) -> tuple[Any, ...]:
+        """The identity of a record (as :attr:`EvalRecord.key`)."""
+        return (task.name, fingerprint, spec, max_length, self.grid.seed, tuple(g.name for g in task.groups))
+
+    def ensure(self, key: tuple[Any, ...], make: Callable[[], EvalRecord]) -> EvalRecord:
+        """The record with this key: found, or made by ``make`` and stored."""
+        task, _, spec, max_length, *_ = key
+        found = self.done.get(key)
+        if found is not None and (key in self.fresh or not self.grid.force):
+            self.progress.record(f"{task} · {spec} @{max_length}: done earlier", done=True)
+            return self.results.records[found]
+        self.progress.record(f"{task} · {spec} @{max_length}")
+        record = make()
+        if found is not None:
+            self.results.records[found] = record
+        else:
+            self.done[key] = len(self.results.records)
+            self.results.records.append(record)
+        self.fresh.add(key)
+        write_results(self.out, self.results)
+        self.progress.record(f"{task} · {spec}: {record.main_metric} {record.score:.1f}", done=True)
+        return record
 
 
 def _max_lengths(strategy: Strategy, lengths: Sequence[int | None]) -> list[int | None]:
@@ -245,14 +299,11 @@ def evaluate_one(
     encoder, encoder_id = encoders.get(model, strategy.model_overrides, long_doc.extension)
     stats = _Stats()
     groups: list[GroupScore] = []
-    name = "__".join((_safe(task.name), _safe(strategy.spec), str(max_length or "window"), _safe(model)))
-    name += ".trec"
-    run_path = out / "runs" / name
-    run_path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = run_path.with_name(f".{name}.tmp")
+    run_path = run_file(out, task, strategy.spec, max_length, model)
+    temporary = run_path.with_name(f".{run_path.name}.tmp")
     hybrid: dict[str, Any] = {}
     n_vectors = 0
-    with temporary.open("w", encoding="utf-8") as handle:
+    with open_run(temporary, compress=True) as handle:
         for group in task.groups:
             docs = embed_documents(encoder, encoder_id, strategy, long_doc, group, cache, stats, progress)
             queries = embed_queries(encoder, encoder_id, long_doc.extension, group, cache, stats, progress)
@@ -317,6 +368,117 @@ def evaluate_one(
         created=now().isoformat(),
         run_file=str(run_path.relative_to(out)),
     )
+
+
+def select_one(
+    task: Task, label: str, max_length: int | None, candidates: Sequence[EvalRecord], out: Path
+) -> EvalRecord:
+    """A selection record: per group, every query ranked by the candidate chosen (best mean main
+    metric) on the other folds of a 5-fold split of the group's queries, from the candidates'
+    run files; nothing is embedded."""
+    started = time.perf_counter()
+    specs = [c.strategy for c in candidates]
+    by_spec = dict(zip(specs, candidates, strict=True))
+    runs = {spec: read_run_file(out / record.run_file) for spec, record in by_spec.items()}
+    seed = candidates[0].seed
+    run_path = run_file(out, task, label, max_length, candidates[0].model)
+    temporary = run_path.with_name(f".{run_path.name}.tmp")
+    groups: list[GroupScore] = []
+    selection: dict[str, Any] = {}
+    with open_run(temporary, compress=True) as handle:
+        for group in task.groups:
+            run, selection[group.name] = _select_group(task, group, runs, seed)
+            for qid in group.queries:
+                write_run(handle, qid, run[qid], _safe(label))
+            chosen = by_spec[selection[group.name]["choice_on_all_queries"]]
+            groups.append(
+                GroupScore(
+                    group=group.name,
+                    length=group.length,
+                    n_queries=len(group.queries),
+                    n_docs=len(group.corpus),
+                    metrics={k: 100 * v for k, v in evaluate(run, group.qrels).items()},
+                    embed_modes=next((g.embed_modes for g in chosen.groups if g.group == group.name), {}),
+                )
+            )
+    temporary.replace(run_path)
+    means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
+    choices = Counter(s["choice_on_all_queries"] for s in selection.values())
+    deployed = by_spec[max(specs, key=lambda spec: choices[spec])]  # ties: the earlier candidate
+    return deployed.model_copy(
+        update={
+            "score": means[task.main_metric],
+            "metrics": means,
+            "groups": groups,
+            "strategy": label,
+            "whole_document": all(c.whole_document for c in candidates),
+            "max_length": max_length,
+            "parameters": {
+                "candidates": specs,
+                "selection": selection,
+                "vectors_per_doc": deployed.parameters.get("vectors_per_doc"),
+                "index_bytes_per_doc": deployed.parameters.get("index_bytes_per_doc"),
+                "deployed": deployed.strategy,
+            },
+            "timing": Timing(
+                seconds=time.perf_counter() - started,
+                embed_seconds=0.0,
+                tokens_embedded=0,
+                docs_embedded=0,
+                docs_cached=0,
+                queries_embedded=0,
+                queries_cached=0,
+            ),
+            "ragidx_version": __version__,
+            "created": now().isoformat(),
+            "run_file": str(run_path.relative_to(out)),
+        }
+    )
+
+
+def _select_group(
+    task: Task, group: TaskGroup, runs: dict[str, dict[str, dict[str, float]]], seed: int
+) -> tuple[dict[str, list[tuple[str, float]]], dict[str, Any]]:
+    """One group of a selection: the composed run (each query ranked by the candidate chosen on
+    the other folds) and what was chosen. ``runs``: each candidate's run file, as read."""
+    qids = list(group.queries)
+    raw_doc = {trec_id(d): d for d in group.corpus}
+
+    def ranking(spec: str, qid: str) -> list[tuple[str, float]]:
+        found = runs[spec].get(trec_id(qid))
+        if found is None:
+            raise ConfigError(
+                f"the run of {spec} has no ranking for query {qid!r}; re-run {spec} with --force"
+            )
+        return [(raw_doc.get(d, d), score) for d, score in found.items()]
+
+    @functools.cache
+    def per_query_scores(spec: str) -> np.ndarray:
+        judged = [per_query([d for d, _ in ranking(spec, q)], group.qrels.get(q, {})) for q in qids]
+        return np.array([scores[task.main_metric] for scores in judged])
+
+    specs = list(runs)
+    _, folds = cross_validate(per_query_scores, len(qids), specs, seed=seed)
+    run = {qids[i]: ranking(spec, qids[i]) for spec, held in folds for i in held}
+    overall, _ = choose(per_query_scores, specs)
+    return run, {
+        "fold_choices": [spec for spec, _ in folds],
+        "fold_queries": [len(held) for _, held in folds],
+        "choice_on_all_queries": overall,
+        "candidate_scores": {spec: 100 * float(per_query_scores(spec).mean()) for spec in specs},
+    }
+
+
+def run_file(out: Path, task: Task, spec: str, max_length: int | None, model: str) -> Path:
+    """Where a record's TREC run goes: ``runs/<task>__<strategy>__<max length>__<model>[__<lengths>]
+    .trec.gz`` (a synthetic task's lengths in the name, so runs at other lengths are kept apart)."""
+    parts = [_safe(task.name), _safe(spec), str(max_length or "window"), _safe(model)]
+    lengths = [g.length for g in task.groups]
+    if all(length is not None for length in lengths):
+        parts.append("-".join(map(str, lengths)))
+    path = out / "runs" / ("__".join(parts) + ".trec.gz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _safe(text: str) -> str:
@@ -550,10 +712,10 @@ def tuned_search(
             ]
         )
 
-    _, folds = cross_validate(per_query_scores, len(qids), seed=seed)
+    _, folds = cross_validate(per_query_scores, len(qids), WEIGHTS, seed=seed)
     out: list[list[tuple[str, float]]] = [[] for _ in qids]
     for weight, held in folds:
         for i in held:
             out[i] = run_for(weight)[i]
-    overall, _ = tune_weight(per_query_scores)
+    overall, _ = choose(per_query_scores, WEIGHTS)
     return out, {"fold_weights": [w for w, _ in folds], "weight_on_all_queries": overall}

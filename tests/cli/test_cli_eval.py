@@ -30,7 +30,7 @@ def evaluated(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 def test_eval_writes_the_result_folder(evaluated: Path) -> None:
     assert {p.name for p in evaluated.iterdir()} == {"results.json", "results.md", "runs", "plots"}
-    assert len(list((evaluated / "runs").glob("*.trec"))) == 2
+    assert len(list((evaluated / "runs").glob("*.trec.gz"))) == 2
 
 
 def test_compare_shows_folders_and_the_paper_rows(evaluated: Path) -> None:
@@ -67,6 +67,13 @@ def test_grid_file_resumes_the_same_folder(evaluated: Path, tiny_model: Path, tm
         ),
         (["eval", "-t", "passkey", "--max-length", "2k", "--out", "x"], 2, "'2k' is not a whole number"),
         (["eval", "compare", "no-such-folder"], 1, "no-such-folder: no results.json"),
+        (["eval", "-t", "passkey", "--select", "chunk", "--out", "x"], 2, "select chunk: give at least two"),
+        (["eval", "-t", "passkey", "--select", "chunk,chunk", "--out", "x"], 2, "at least two different"),
+        (
+            ["eval", "-t", "passkey", "--select", "chunk,fancy", "--out", "x"],
+            2,
+            "strategy fancy: unknown part",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_an_exit_code(
@@ -82,3 +89,27 @@ def test_bad_grid_file_names_the_file(tmp_path: Path) -> None:
     grid.write_text('tasks = ["passkey"]\nout = "o"\nstrategies = ["nope"]\n')
     result = runner.invoke(app, ["eval", "grid", str(grid)])
     assert result.exit_code == 2 and f"{grid}: strategy nope: unknown part" in result.output
+
+
+def test_select_through_the_cli_and_a_grid_file(tiny_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sel"
+    args = ["eval", "-t", "passkey", "-m", str(tiny_model), "--select", "chunk:16:0, truncate"]
+    args += ["--lengths", "256", "--max-length", "256", "--out", str(out), "--device", "cpu"]
+    result = runner.invoke(app, [*args, "--cache-dir", str(tmp_path / "cache"), "--json"])
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)["records"]
+    assert [r["strategy"] for r in records] == ["chunk:16:0", "truncate", "select:chunk:16:0|truncate"]
+    selection = records[-1]["parameters"]["selection"]["256"]
+    assert len(selection["fold_choices"]) == 5 and set(selection["fold_choices"]) <= {
+        "chunk:16:0",
+        "truncate",
+    }
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        f'models = ["{tiny_model}"]\nstrategies = []\nselections = [["chunk:16:0", "truncate"]]\n'
+        f'tasks = ["passkey"]\nlengths = [256]\nmax_lengths = [256]\nout = "{out}"\n'
+        f'cache_dir = "{tmp_path / "cache"}"\ndevice = "cpu"\n'
+    )
+    again = runner.invoke(app, ["eval", "grid", str(grid)])
+    assert again.exit_code == 0, again.output
+    assert again.output.count("done earlier") == 3

@@ -277,7 +277,7 @@ def test_ingest_strategy_spec(tmp_path: Path, tiny_model: Path) -> None:
         (["--strategy", "late", "--hybrid-tuned-on", "dev"], "needs a hybrid:… part"),
         (["--hybrid", "1.5"], "--hybrid 1.5: use rrf or a weight w in [0, 1]"),
         (["--hybrid", "auto"], "--hybrid auto: the weight is chosen by cross-validation"),
-        (["--long-doc", "pcw", "--hybrid", "rrf"], "vectors_per_doc, hybrid and best_chunks apply to the chunk and late"),
+        (["--long-doc", "pcw", "--hybrid", "rrf"], "hybrid and best_chunks apply to the chunk and late"),
         (["--long-doc", "chunk", "--hybrid", "rrf", "--hybrid-document", "pass"], "needs the late policy"),
         (["--hybrid-document", "pcw"], "need --hybrid rrf|<w>"),
         (["--vectors-per-doc", "0"], "--vectors-per-doc"),

@@ -12,20 +12,19 @@ from ragidx.evaluate.metrics import evaluate
 from ragidx.evaluate.report import read_results
 from ragidx.evaluate.runner import EvalGrid, run_grid, search
 from ragidx.evaluate.tasks import load_task
-from ragidx.trec import read_run
+from ragidx.trec import read_run_file
 
 
 def _grid(tiny_model: Path, tmp_path: Path, strategies: list[str], **extra) -> EvalGrid:
+    settings = {"lengths": [256], "max_lengths": [256], **extra}
     return EvalGrid(
         models=[str(tiny_model)],
         tasks=["passkey"],
-        lengths=[256],
         strategies=strategies,
-        max_lengths=[256],
         out=str(tmp_path / "out"),
         cache_dir=str(tmp_path / "cache"),
         device="cpu",
-        **extra,
+        **settings,
     )
 
 
@@ -41,7 +40,8 @@ def test_grid_writes_records_runs_table_and_plots(tiny_model: Path, tiny_encoder
     for record in results.records:
         assert record.groups[0].n_docs == 100 and record.groups[0].n_queries == 50
         assert record.score == record.metrics["acc@1"] == record.groups[0].metrics["acc@1"]
-        run = read_run((out / record.run_file).read_text().splitlines())
+        assert record.run_file.endswith("__256.trec.gz")  # the task's lengths in the name; gzipped
+        run = read_run_file(out / record.run_file)
         ranked = {q: sorted(hits.items(), key=lambda p: -p[1]) for q, hits in run.items()}
         assert all(len(hits) == 100 for hits in ranked.values())
         assert evaluate(ranked, qrels)["ndcg@10"] * 100 == pytest.approx(record.metrics["ndcg@10"], abs=1e-6)
@@ -178,3 +178,55 @@ def test_best_n_scores_by_the_mean_of_the_best_vectors_and_reuses_the_embeddings
     assert best.timing.docs_embedded == 0 and best.timing.docs_cached == 100
     assert best.parameters["long_doc"]["best_chunks"] == 2
     assert best.parameters["vectors_per_doc"] == plain.parameters["vectors_per_doc"]
+
+
+def test_a_selection_ranks_each_fold_by_the_candidate_chosen_on_the_others(
+    tiny_model: Path, tiny_encoder, tmp_path: Path
+) -> None:
+    from ragidx.evaluate.metrics import per_query
+
+    specs = ["chunk:16:0", "chunk:64:0", "truncate"]
+    label = "select:chunk:16:0|chunk:64:0|truncate"
+    grid = _grid(tiny_model, tmp_path, [], selections=[specs], lengths=[256, 512], max_lengths=[512])
+    results = run_grid(grid, command="select")
+    by = {r.strategy: r for r in results.records}
+    assert list(by) == [*specs, label]
+    chosen, out = by[label], tmp_path / "out"
+    runs = {s: read_run_file(out / by[s].run_file) for s in specs}
+    composed = read_run_file(out / chosen.run_file)
+    task = load_task("passkey", encoder=tiny_encoder, lengths=[256, 512])
+    for group, scored in zip(task.groups, chosen.groups, strict=True):
+        entry = chosen.parameters["selection"][group.name]
+        qids = list(group.queries)
+        acc = {
+            s: np.array([per_query(list(runs[s][q]), group.qrels[q])["acc@1"] for q in qids]) for s in specs
+        }
+        order = np.random.default_rng(0).permutation(len(qids))
+        folds = np.array_split(order, 5)
+        assert entry["fold_queries"] == [len(f) for f in folds]
+        for choice, held in zip(entry["fold_choices"], folds, strict=True):
+            rest = np.setdiff1d(order, held)
+            best = max(acc[s][rest].mean() for s in specs)
+            assert choice == next(s for s in specs if acc[s][rest].mean() == best)  # ties: the earlier
+            for i in held:  # a held-out query is ranked exactly as the fold's candidate ranked it
+                assert list(composed[qids[i]].items()) == list(runs[choice][qids[i]].items())
+        expected = np.mean(
+            [acc[c][i] for c, held in zip(entry["fold_choices"], folds, strict=True) for i in held]
+        )
+        assert scored.metrics["acc@1"] == pytest.approx(100 * expected)
+        assert entry["candidate_scores"] == pytest.approx({s: 100 * acc[s].mean() for s in specs})
+    assert chosen.timing.tokens_embedded == 0 and chosen.parameters["deployed"] in specs
+    assert sorted(r.run_file for r in results.records) == sorted(
+        f"runs/{p.name}" for p in (out / "runs").iterdir()
+    )
+    again = run_grid(grid, command="select")
+    assert [r.created for r in again.records] == [r.created for r in results.records]  # resumed, not redone
+    assert label in (out / "results.md").read_text()
+
+
+def test_runs_at_other_lengths_keep_their_own_run_files(tiny_model: Path, tmp_path: Path) -> None:
+    first = run_grid(_grid(tiny_model, tmp_path, ["chunk"], lengths=[256]), command="a")
+    second = run_grid(_grid(tiny_model, tmp_path, ["chunk"], lengths=[512]), command="b")
+    files = [r.run_file for r in second.records]
+    assert files == [first.records[0].run_file, files[1]] and files[0] != files[1]
+    assert all((tmp_path / "out" / f).is_file() for f in files)
