@@ -13,7 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragidx.evaluate.report import TASK_TITLES, EvalRecord, EvalResults, label, pareto, task_column
+from ragidx.evaluate.report import (
+    TASK_TITLES,
+    EvalRecord,
+    EvalResults,
+    label,
+    merge_lengths,
+    pareto,
+    task_column,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -27,7 +35,7 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     written: list[Path] = []
-    records = results.records
+    records = merge_lengths(results.records)
     for model in dict.fromkeys(r.model for r in records):
         mine = [r for r in records if r.model == model]
         for task in dict.fromkeys(task_column(r.task) for r in mine):

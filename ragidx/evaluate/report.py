@@ -104,6 +104,45 @@ class EvalResults(BaseModel):
     commands: list[str] = Field(default_factory=list)
 
 
+def merge_lengths(records: Sequence[EvalRecord]) -> list[EvalRecord]:
+    """Records that differ only in their groups (a synthetic task run at some lengths by one command
+    and at others by another) as one record each: groups by length (a later record's group replaces
+    an earlier one's), score and metrics the mean over all groups, vectors per document weighted by
+    the documents of each. Everything else is the first record's. Tables and plots read these."""
+    merged: dict[tuple[Any, ...], list[EvalRecord]] = {}
+    for record in records:
+        merged.setdefault(record.key[:5], []).append(record)
+    out: list[EvalRecord] = []
+    for same in merged.values():
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        groups = {g.group: g for r in same for g in r.groups}
+        ordered = sorted(groups.values(), key=lambda g: (g.length is None, g.length or 0, g.group))
+        metrics = {k: sum(g.metrics[k] for g in ordered) / len(ordered) for k in ordered[0].metrics}
+        parameters = dict(same[0].parameters)
+        docs = [sum(g.n_docs for g in r.groups) for r in same]
+        for name in ("vectors_per_doc", "index_bytes_per_doc"):
+            values = [r.parameters.get(name) for r in same]
+            if all(v is not None for v in values):
+                parameters[name] = sum(v * n for v, n in zip(values, docs, strict=True)) / sum(docs)
+        for name in ("hybrid_tuning", "selection"):  # per group: each record's own groups
+            if any(name in r.parameters for r in same):
+                parameters[name] = {k: v for r in same for k, v in r.parameters.get(name, {}).items()}
+        main = same[0].main_metric
+        out.append(
+            same[0].model_copy(
+                update={
+                    "groups": ordered,
+                    "metrics": metrics,
+                    "score": metrics[main],
+                    "parameters": parameters,
+                }
+            )
+        )
+    return out
+
+
 def task_column(task: str) -> str:
     """A task's column name: LongEmbed configs and the local QMSum split share one column."""
     return task.removeprefix("longembed:")
@@ -157,8 +196,9 @@ def table_rows(records: Sequence[EvalRecord]) -> tuple[list[str], list[tuple[str
 
 
 def markdown(results: EvalResults) -> str:
-    """``results.md``: the main table (best per column in bold), per-length tables, whole vs chunked."""
-    records = results.records
+    """``results.md``: the main table (best per column in bold), per-length tables, whole vs chunked
+    (records of one strategy at other lengths merged, :func:`merge_lengths`)."""
+    records = merge_lengths(results.records)
     if not records:
         return "No results yet.\n"
     tasks, rows = table_rows(records)
@@ -308,7 +348,7 @@ def compare_rows(
         if not (Path(folder) / RESULTS_FILE).is_file():
             raise InputError(f"{folder}: no {RESULTS_FILE}; pass folders written by ragidx eval --out")
         records += read_results(folder).records
-    tasks, rows = table_rows(records)
+    tasks, rows = table_rows(merge_lengths(records))
     if reference:
         shown = set(tasks)
         for name, scores in reference_rows():
