@@ -189,7 +189,9 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
     out = Path(grid.out)
     results = read_results(out)
     program = Path(sys.argv[0]).name
-    command = command or shlex.join(["ragidx" if program == "__main__.py" else program, *sys.argv[1:]])
+    command = command or shlex.join(
+        ["ragidx" if program == "__main__.py" else program, *map(portable, sys.argv[1:])]
+    )
     if command not in results.commands:
         results.commands.append(command)
     cache = EmbeddingCache(grid.cache_dir)
@@ -336,7 +338,7 @@ def evaluate_one(
         score=means[task.main_metric],
         metrics=means,
         groups=groups,
-        model=model,
+        model=portable(model),
         model_fingerprint=encoder.folder.fingerprint(),
         strategy=strategy.spec,
         whole_document=strategy.whole_document,
@@ -472,13 +474,22 @@ def _select_group(
 def run_file(out: Path, task: Task, spec: str, max_length: int | None, model: str) -> Path:
     """Where a record's TREC run goes: ``runs/<task>__<strategy>__<max length>__<model>[__<lengths>]
     .trec.gz`` (a synthetic task's lengths in the name, so runs at other lengths are kept apart)."""
-    parts = [_safe(task.name), _safe(spec), str(max_length or "window"), _safe(model)]
+    parts = [_safe(task.name), _safe(spec), str(max_length or "window"), _safe(portable(model))]
     lengths = [g.length for g in task.groups]
     if all(length is not None for length in lengths):
         parts.append("-".join(map(str, lengths)))
     path = out / "runs" / ("__".join(parts) + ".trec.gz")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def portable(model: str) -> str:
+    """A model as results record it: a folder under the home directory as ``~/…`` (the shell expands
+    ``~`` before ragidx sees it), so committed results name no machine's home."""
+    home = str(Path.home())
+    if model == home or model.startswith(home + "/"):
+        return "~" + model[len(home) :]
+    return model
 
 
 def _safe(text: str) -> str:

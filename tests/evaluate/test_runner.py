@@ -230,3 +230,10 @@ def test_runs_at_other_lengths_keep_their_own_run_files(tiny_model: Path, tmp_pa
     files = [r.run_file for r in second.records]
     assert files == [first.records[0].run_file, files[1]] and files[0] != files[1]
     assert all((tmp_path / "out" / f).is_file() for f in files)
+
+
+def test_results_name_a_model_under_the_home_folder_with_a_tilde() -> None:
+    home = str(Path.home())
+    assert runner.portable(f"{home}/.cache/ragidx/models/e5-small") == "~/.cache/ragidx/models/e5-small"
+    assert runner.portable("default") == "default"
+    assert runner.portable(f"{home}x/model") == f"{home}x/model"  # only the home folder itself
