@@ -182,7 +182,9 @@ def _tasks(records: Iterable[EvalRecord]) -> list[str]:
 
 
 def table_rows(records: Sequence[EvalRecord]) -> tuple[list[str], list[tuple[str, dict[str, float]]]]:
-    """(task columns, [(row label, {task: score, "avg": mean over tasks})]), rows in first-seen order."""
+    """(task columns, [(row label, {task: score, "avg": mean over tasks})]), rows in first-seen order
+    (records of one strategy at other lengths merged, :func:`merge_lengths`)."""
+    records = merge_lengths(records)
     tasks = _tasks(records)
     models = len({r.model for r in records})
     rows: dict[str, dict[str, float]] = {}
@@ -348,7 +350,7 @@ def compare_rows(
         if not (Path(folder) / RESULTS_FILE).is_file():
             raise InputError(f"{folder}: no {RESULTS_FILE}; pass folders written by ragidx eval --out")
         records += read_results(folder).records
-    tasks, rows = table_rows(merge_lengths(records))
+    tasks, rows = table_rows(records)
     if reference:
         shown = set(tasks)
         for name, scores in reference_rows():
