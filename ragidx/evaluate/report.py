@@ -242,8 +242,13 @@ def _table(header: list[str], rows: list[tuple[str, dict[str, float]]], columns:
                 cells.append(f"**{scores[c]:.1f}**")
             else:
                 cells.append(f"{scores[c]:.1f}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {cell(name)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def cell(text: str) -> str:
+    """Text for a Markdown table cell: ``|`` (a selection's ``select:A|B|C``) escaped as ``\\|``."""
+    return text.replace("|", "\\|")
 
 
 def verdicts(records: Sequence[EvalRecord]) -> list[str]:
@@ -303,9 +308,9 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
         for r in sorted(mine, key=lambda r: (r.parameters["vectors_per_doc"], -r.score)):
             speed = r.timing.tokens_embedded / r.timing.embed_seconds if r.timing.tokens_embedded else None
             lines.append(
-                f"| {label(r, models)}{' ★' if r in front else ''} | {r.parameters['vectors_per_doc']:.1f} | "
-                f"{_kib(r)} | "
-                f"{f'{speed:,.0f}' if speed else '(cached)'} | {r.score:.1f} | {_tuned(r)} |"
+                f"| {cell(label(r, models))}{' ★' if r in front else ''} | "
+                f"{r.parameters['vectors_per_doc']:.1f} | {_kib(r)} | "
+                f"{f'{speed:,.0f}' if speed else '(cached)'} | {r.score:.1f} | {cell(_tuned(r))} |"
             )
         lines.append("")
     return lines

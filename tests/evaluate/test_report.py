@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from ragidx.evaluate.report import (
@@ -75,3 +78,53 @@ def test_records_at_other_lengths_merge_into_one_row() -> None:
     table = markdown(EvalResults(records=[short, long]))
     assert table.count("| chunk |") == 2  # one row in the main table and one in the per-length table
     assert "| chunk | 100.0 | 90.0 | 80.0 | 60.0 | 82.5 |" in table
+
+
+def _cells(line: str) -> list[str]:
+    """A Markdown table row's cells, split on unescaped ``|`` as GitHub does."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_a_selection_record_keeps_tables_verdicts_and_plots_whole(tmp_path: Path) -> None:
+    import warnings
+
+    from ragidx.evaluate.plots import write_plots
+
+    label = "select:chunk:128:0|chunk:256:0+best:2"
+    records = [
+        _record("chunk:128:0", {256: 60.0, 512: 40.0}, 4.0),
+        _record("chunk:256:0+best:2", {256: 70.0, 512: 50.0}, 2.0),
+        _record("extend:pi", {256: 90.0, 512: 10.0}, 1.0).model_copy(update={"whole_document": True}),
+        _record(
+            label,
+            {256: 68.0, 512: 52.0},  # folds may choose better than any candidate
+            2.0,
+            candidates=["chunk:128:0", "chunk:256:0+best:2"],
+            selection={
+                "256": {"choice_on_all_queries": "chunk:256:0+best:2"},
+                "512": {"choice_on_all_queries": "chunk:128:0"},
+            },
+        ),
+    ]
+    text = markdown(EvalResults(records=records, commands=["ragidx eval --select a,b"]))
+    tables = [line for line in text.splitlines() if line.startswith("|")]
+    for line in tables:  # every row has its header's number of cells: the label's | are escaped
+        header = next(h for h in reversed(tables[: tables.index(line) + 1]) if h.startswith("| strategy"))
+        assert len(_cells(line)) == len(_cells(header)), line
+    escaped = label.replace("|", "\\|")
+    rows = [[c.strip("*") for c in _cells(line)] for line in tables if line.startswith(f"| {escaped} |")]
+    assert rows[0] == [label.replace("|", "\\|"), "60.0", "60.0"]  # main table: passkey, avg
+    assert rows[1][1:] == ["68.0", "52.0", "60.0"]  # per-length table
+    tradeoff = next(_cells(line) for line in tables if line.startswith(f"| {escaped} ★"))  # ties best:2
+    assert tradeoff[1:] == ["2.0", "–", "1", "60.0", "chunk:256:0+best:2, chunk:128:0"]  # choice per group
+    # the selection counts as chunked (its candidates are): it is the best chunked at 512
+    assert f"Passkey 512: chunking wins — best whole extend:pi 10.0 vs best chunked {label} 52.0" in text
+    assert "best chunked chunk:256:0+best:2 70.0" in text  # at 256 a candidate itself is the best
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        written = write_plots(EvalResults(records=records), tmp_path / "plots")
+        whole = [r.groups[0].model_copy(update={"length": None}) for r in records]
+        pairs = zip(records, whole, strict=True)
+        real = [r.model_copy(update={"task": "qmsum", "groups": [g]}) for r, g in pairs]
+        written += write_plots(EvalResults(records=real), tmp_path / "real")
+    assert len(written) == 4 and all(p.stat().st_size > 0 for p in written)
