@@ -128,8 +128,12 @@ def read_run(lines: Iterable[str]) -> dict[str, dict[str, float]]:
 
 def read_run_file(path: str | Path) -> dict[str, dict[str, float]]:
     """A run file (``.trec``, or gzip-compressed ``.gz``) as :func:`read_run` parses it, each query's
-    documents in the file's (rank) order; an unreadable file is an error naming it."""
+    documents in the file's (rank) order; an unreadable file is an error naming it. A missing plain
+    file is read from ``<path>.gz`` when that exists (a result folder's runs gzipped after the fact)."""
     path = Path(path)
+    packed = path.with_name(path.name + ".gz")
+    if path.suffix != ".gz" and not path.exists() and packed.is_file():
+        path = packed
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rt", encoding="utf-8") as handle:

@@ -188,3 +188,16 @@ def test_gzipped_runs_round_trip_and_are_byte_identical(tmp_path: Path) -> None:
     (tmp_path / "bad.trec.gz").write_bytes(b"not gzip")
     with pytest.raises(InputError, match=r"bad\.trec\.gz: cannot read the run file"):
         read_run_file(tmp_path / "bad.trec.gz")
+
+
+def test_a_plain_run_file_gzipped_after_the_fact_is_still_read(tmp_path: Path) -> None:
+    """results.json of an older folder names ``runs/x.trec``; the committed file is ``x.trec.gz``."""
+    from ragidx.trec import open_run, read_run_file
+
+    with open_run(tmp_path / "x.trec.gz") as handle:
+        write_run(handle, "q1", [("d1", 0.5), ("d0", 0.25)])
+    assert list(read_run_file(tmp_path / "x.trec")["q1"].items()) == [("d1", 0.5), ("d0", 0.25)]
+    (tmp_path / "x.trec").write_text("q1 Q0 plain 1 1.0 t\n")  # a plain file, when present, wins
+    assert read_run_file(tmp_path / "x.trec") == {"q1": {"plain": 1.0}}
+    with pytest.raises(InputError, match=r"missing\.trec: cannot read the run file"):
+        read_run_file(tmp_path / "missing.trec")
