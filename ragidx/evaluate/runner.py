@@ -16,6 +16,7 @@ recomputing.
 from __future__ import annotations
 
 import functools
+import hashlib
 import platform
 import shlex
 import sys
@@ -56,6 +57,7 @@ from ragidx.vector_cache import EmbeddingCache, content_hash, make_key
 FLUSH_TOKENS = 1 << 16  # embed (and write the cache) once this many tokens are pending
 TOP_K = 100
 SELECT = "select:"  # a selection record's strategy label: select:A|B|C
+MAX_STEM = 200  # longest run file name stem (file systems allow 255 bytes a name)
 
 
 class EvalProgress(Protocol):
@@ -473,12 +475,18 @@ def _select_group(
 
 def run_file(out: Path, task: Task, spec: str, max_length: int | None, model: str) -> Path:
     """Where a record's TREC run goes: ``runs/<task>__<strategy>__<max length>__<model>[__<lengths>]
-    .trec.gz`` (a synthetic task's lengths in the name, so runs at other lengths are kept apart)."""
+    .trec.gz`` (a synthetic task's lengths in the name, so runs at other lengths are kept apart). A
+    name longer than a file system allows (a selection of many candidates, a deep model folder) is cut
+    to :data:`MAX_STEM` bytes, ending in a hash of the whole name."""
     parts = [_safe(task.name), _safe(spec), str(max_length or "window"), _safe(portable(model))]
     lengths = [g.length for g in task.groups]
     if all(length is not None for length in lengths):
         parts.append("-".join(map(str, lengths)))
-    path = out / "runs" / ("__".join(parts) + ".trec.gz")
+    stem = "__".join(parts)
+    if len(stem.encode()) > MAX_STEM:
+        digest = hashlib.sha256(stem.encode()).hexdigest()[:16]
+        stem = f"{stem.encode()[: MAX_STEM - 18].decode(errors='ignore')}__{digest}"
+    path = out / "runs" / (stem + ".trec.gz")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 

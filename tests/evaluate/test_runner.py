@@ -9,9 +9,9 @@ import pytest
 
 from ragidx.evaluate import runner
 from ragidx.evaluate.metrics import evaluate
-from ragidx.evaluate.report import read_results
+from ragidx.evaluate.report import EvalRecord, Hardware, Timing, read_results
 from ragidx.evaluate.runner import EvalGrid, run_grid, search
-from ragidx.evaluate.tasks import load_task
+from ragidx.evaluate.tasks import Task, TaskGroup, load_task
 from ragidx.trec import read_run_file
 
 
@@ -237,3 +237,162 @@ def test_results_name_a_model_under_the_home_folder_with_a_tilde() -> None:
     assert runner.portable(f"{home}/.cache/ragidx/models/e5-small") == "~/.cache/ragidx/models/e5-small"
     assert runner.portable("default") == "default"
     assert runner.portable(f"{home}x/model") == f"{home}x/model"  # only the home folder itself
+
+
+def _candidate(spec: str, run_file: str, vectors: float, whole: bool) -> EvalRecord:
+    return EvalRecord(
+        task="passkey",
+        task_source="synthetic",
+        main_metric="acc@1",
+        score=0.0,
+        metrics={},
+        groups=[],
+        model="m",
+        model_fingerprint="f",
+        strategy=spec,
+        whole_document=whole,
+        max_length=256,
+        seed=0,
+        parameters={"vectors_per_doc": vectors, "index_bytes_per_doc": 1536 * vectors},
+        timing=Timing(
+            seconds=9,
+            embed_seconds=8,
+            tokens_embedded=1000,
+            docs_embedded=20,
+            docs_cached=0,
+            queries_embedded=20,
+            queries_cached=0,
+        ),
+        hardware=Hardware(device="cpu", cpu="x", threads=2, torch="2", platform="p"),
+        ragidx_version="0",
+        created="earlier",
+        run_file=run_file,
+    )
+
+
+def test_a_hand_built_selection_of_two_candidates(tmp_path: Path) -> None:
+    """Ten queries per length, query i's relevant document is doc i (ids with spaces, escaped in the
+    runs). With seed 0 the five folds are {4,6} {2,7} {3,5} {9,0} {8,1}. At 256, A ranks doc i first
+    for the first three folds' queries, B for the last two folds' and the first's: 6 right each. Held
+    out {4,6}: 4 vs 4, a tie, A (the earlier); {2,7} and {3,5}: A 4 vs B 6, B; {9,0} and {8,1}: A 6
+    vs B 4, A. Each held-out fold is then ranked by the candidate wrong on it, except {4,6}: 20 %
+    against 60 % for either candidate. At 512 B is always right: B in every fold, 100 %."""
+    from ragidx.evaluate.metrics import per_query
+    from ragidx.evaluate.runner import select_one
+    from ragidx.trec import open_run, trec_id, write_run
+
+    a, b = "chunk:16:0", "extend:pi"
+    folds = [[4, 6], [2, 7], [3, 5], [9, 0], [8, 1]]
+    right = {
+        (a, 256): {4, 6, 2, 7, 3, 5},
+        (b, 256): {9, 0, 8, 1, 4, 6},
+        (a, 512): set(),
+        (b, 512): set(range(10)),
+    }
+    groups = [
+        TaskGroup(
+            str(n),
+            {f"{n} doc {i}": "text" for i in range(10)},
+            {f"passkey-{n}-q{i}": "question" for i in range(10)},
+            {f"passkey-{n}-q{i}": {f"{n} doc {i}": 1} for i in range(10)},
+            n,
+        )
+        for n in (256, 512)
+    ]
+    task = Task("passkey", "synthetic", groups, "by hand")
+    out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)
+    for spec, name in ((a, "a.trec.gz"), (b, "b.trec")):  # b: a plain run of an older folder
+        with open_run(out / "runs" / name) as handle:
+            for group in groups:
+                for i, qid in enumerate(group.queries):
+                    hit, miss = f"{group.length} doc {i}", f"{group.length} doc {(i + 1) % 10}"
+                    first, second = (hit, miss) if i in right[spec, group.length] else (miss, hit)
+                    write_run(handle, qid, [(first, 0.9), (second, 0.5)], "t")
+    candidates = [_candidate(a, "runs/a.trec.gz", 4.0, False), _candidate(b, "runs/b.trec", 1.0, True)]
+    record = select_one(task, f"select:{a}|{b}", 256, candidates, out)
+
+    assert record.parameters["selection"] == {
+        "256": {
+            "fold_choices": [a, b, b, a, a],
+            "fold_queries": [2, 2, 2, 2, 2],
+            "choice_on_all_queries": a,  # 6 vs 6: the earlier
+            "candidate_scores": {a: 60.0, b: 60.0},
+        },
+        "512": {
+            "fold_choices": [b] * 5,
+            "fold_queries": [2, 2, 2, 2, 2],
+            "choice_on_all_queries": b,
+            "candidate_scores": {a: 0.0, b: 100.0},
+        },
+    }
+    composed = read_run_file(out / record.run_file)
+    runs = {a: read_run_file(out / "runs/a.trec.gz"), b: read_run_file(out / "runs/b.trec")}
+    for group, choices, expected in zip(
+        groups, ([a, b, b, a, a], [b] * 5), ([1, 0, 0, 0, 0], [1] * 5), strict=True
+    ):
+        qids = list(group.queries)
+        for choice, held, value in zip(choices, folds, expected, strict=True):
+            for i in held:
+                qid = trec_id(qids[i])
+                assert list(composed[qid].items()) == list(runs[choice][qid].items())
+                ranked = [d.replace("%20", " ") for d in composed[qid]]
+                assert per_query(ranked, group.qrels[qids[i]])["acc@1"] == value
+    assert [g.metrics["acc@1"] for g in record.groups] == [20.0, 100.0]
+    assert record.score == record.metrics["acc@1"] == 60.0 and record.strategy == f"select:{a}|{b}"
+    assert [(g.group, g.length, g.n_queries, g.n_docs) for g in record.groups] == [
+        ("256", 256, 10, 10),
+        ("512", 512, 10, 10),
+    ]
+    # deployed: A and B each chosen on all queries once; the earlier, A, with its index size
+    assert record.parameters["deployed"] == a and record.parameters["candidates"] == [a, b]
+    assert record.parameters["vectors_per_doc"] == 4.0 and record.parameters["index_bytes_per_doc"] == 6144
+    assert record.whole_document is False and record.max_length == 256
+    assert record.timing.tokens_embedded == 0 and record.timing.seconds < 9
+    assert record.run_file == "runs/passkey__select-chunk-16-0_extend-pi__256__m__256-512.trec.gz"
+    written = (out / record.run_file).read_bytes()
+    whole = [c.model_copy(update={"whole_document": True}) for c in candidates]
+    assert select_one(task, f"select:{a}|{b}", 256, whole, out).whole_document is True
+    assert (out / record.run_file).read_bytes() == written  # a rerun writes the same bytes
+
+
+def test_a_selection_needs_every_query_in_each_candidates_run(tmp_path: Path) -> None:
+    from ragidx.errors import ConfigError
+    from ragidx.evaluate.runner import select_one
+
+    group = TaskGroup("all", {"d": "text"}, {"q1": "x", "q2": "y"}, {"q1": {"d": 1}, "q2": {"d": 1}})
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs/a.trec").write_text("q1 Q0 d 1 1.0 t\nq2 Q0 d 1 1.0 t\n")
+    (tmp_path / "runs/b.trec").write_text("q1 Q0 d 1 1.0 t\n")  # written for fewer queries
+    candidates = [
+        _candidate("chunk", "runs/a.trec", 2.0, False),
+        _candidate("pcw", "runs/b.trec", 1.0, False),
+    ]
+    task = Task("beir:x", "real", [group], "by hand")
+    with pytest.raises(ConfigError, match=r"the run of pcw has no ranking for query 'q2'; re-run pcw"):
+        select_one(task, "select:chunk|pcw", None, candidates, tmp_path)
+
+
+def test_run_file_names_carry_the_lengths_and_stay_short_enough(tmp_path: Path) -> None:
+    from ragidx.evaluate.runner import MAX_STEM, run_file
+
+    def group(n: int | None) -> TaskGroup:
+        return TaskGroup(str(n), {}, {}, {}, n)
+
+    synthetic = Task("passkey", "synthetic", [group(256), group(512), group(1024)], "x")
+    real = Task("qmsum", "real", [group(None)], "x")
+    path = run_file(tmp_path, synthetic, "chunk:256:0", None, "default")
+    assert path == tmp_path / "runs/passkey__chunk-256-0__window__default__256-512-1024.trec.gz"
+    assert run_file(tmp_path, real, "chunk:256:0", 4096, "default").name == (
+        "qmsum__chunk-256-0__4096__default.trec.gz"  # one group: the name it always had
+    )
+    specs = [f"late:{n}:0+extend:pi+hybrid:auto" for n in (64, 128, 256, 512, 1024, 2048, 4096, 8192)]
+    long = [
+        run_file(tmp_path, synthetic, "select:" + "|".join(specs[:k]), 4096, "~/models/" + "m" * 60)
+        for k in (7, 8)
+    ]
+    assert all(len(p.name.encode()) <= MAX_STEM + len(".trec.gz") for p in long)
+    assert long[0] != long[1] and long[0].name.startswith("passkey__select-late-64-0")
+    for path in long:  # a file system takes the name (and the temporary one beside it)
+        path.with_name(f".{path.name}.tmp").write_text("x")
+        path.write_text("x")
