@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
+from ragidx.trec import read_run_file
 
 runner = CliRunner()
 
@@ -77,18 +78,30 @@ def test_grid_file_resumes_the_same_folder(evaluated: Path, tiny_model: Path, tm
     ],
 )
 def test_bad_input_is_one_line_and_an_exit_code(
-    args: list[str], code: int, message: str, tmp_path: Path
+    args: list[str], code: int, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, args)
     assert result.exit_code == code and message in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "x").exists()
 
 
-def test_bad_grid_file_names_the_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('strategies = ["nope"]', "strategy nope: unknown part"),
+        ('selections = [["chunk:256"]]', "select chunk:256: give at least two different strategies"),
+        ('selections = [["chunk:256", "nope"]]', "strategy nope: unknown part"),
+        ("strategies = []", "give at least one strategy (or a selection of strategies)"),
+    ],
+)
+def test_bad_grid_file_names_the_file(line: str, message: str, tmp_path: Path) -> None:
     grid = tmp_path / "grid.toml"
-    grid.write_text('tasks = ["passkey"]\nout = "o"\nstrategies = ["nope"]\n')
+    grid.write_text(f'tasks = ["passkey"]\nout = "o"\n{line}\n')
     result = runner.invoke(app, ["eval", "grid", str(grid)])
-    assert result.exit_code == 2 and f"{grid}: strategy nope: unknown part" in result.output
+    assert result.exit_code == 2 and f"{grid}: {message}" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
 
 
 def test_select_through_the_cli_and_a_grid_file(tiny_model: Path, tmp_path: Path) -> None:
@@ -110,6 +123,15 @@ def test_select_through_the_cli_and_a_grid_file(tiny_model: Path, tmp_path: Path
         f'tasks = ["passkey"]\nlengths = [256]\nmax_lengths = [256]\nout = "{out}"\n'
         f'cache_dir = "{tmp_path / "cache"}"\ndevice = "cpu"\n'
     )
+    runs = {r["strategy"]: read_run_file(out / r["run_file"]) for r in records}
+    composed = runs.pop("select:chunk:16:0|truncate")
+    assert len(composed) == 50 and all(len(hits) == 100 for hits in composed.values())
+    for qid, hits in composed.items():  # each query ranked as one of the candidates ranked it
+        assert any(list(hits.items()) == list(run[qid].items()) for run in runs.values())
+    table = (out / "results.md").read_text()
+    assert "\n| select:chunk:16:0\\|truncate @256 | " in table  # escaped: one cell
     again = runner.invoke(app, ["eval", "grid", str(grid)])
     assert again.exit_code == 0, again.output
     assert again.output.count("done earlier") == 3
+    resumed = json.loads((out / "results.json").read_text())["records"]
+    assert [r["created"] for r in resumed] == [r["created"] for r in records]  # nothing recomputed
