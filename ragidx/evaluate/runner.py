@@ -110,12 +110,13 @@ class EvalGrid(BaseModel):
     @field_validator("selections")
     @classmethod
     def _candidates(cls, value: list[list[str]]) -> list[list[str]]:
+        """Each list's specs parsed, a repeated one dropped (``chunk,pcw,chunk`` is ``chunk,pcw``)."""
         for candidates in value:
             if len(set(candidates)) < 2:
                 raise ConfigError(f"select {','.join(candidates)}: give at least two different strategies")
             for spec in candidates:
                 parse(spec)
-        return value
+        return [list(dict.fromkeys(candidates)) for candidates in value]
 
     @model_validator(mode="after")
     def _something(self) -> EvalGrid:

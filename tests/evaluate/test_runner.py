@@ -396,3 +396,15 @@ def test_run_file_names_carry_the_lengths_and_stay_short_enough(tmp_path: Path) 
     for path in long:  # a file system takes the name (and the temporary one beside it)
         path.with_name(f".{path.name}.tmp").write_text("x")
         path.write_text("x")
+
+
+def test_grid_selections_drop_repeated_candidates_and_refuse_fewer_than_two(tmp_path: Path) -> None:
+    from ragidx.errors import ConfigError
+
+    settings = {"tasks": ["passkey"], "out": str(tmp_path), "strategies": []}
+    grid = EvalGrid(**settings, selections=[["chunk:256:0", "pcw", "chunk:256:0"], ["pcw", "truncate"]])
+    assert grid.selections == [["chunk:256:0", "pcw"], ["pcw", "truncate"]]
+    with pytest.raises(ConfigError, match="select pcw,pcw: give at least two different strategies"):
+        EvalGrid(**settings, selections=[["pcw", "pcw"]])
+    with pytest.raises(ConfigError, match="strategy chunk:x"):
+        EvalGrid(**settings, selections=[["pcw", "chunk:x"]])
