@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 import torch
@@ -319,19 +319,7 @@ def evaluate_one(
             else:
                 ranked = search(queries, docs, hybrid=long_doc.hybrid, best=best)
             run = dict(zip(group.queries, ranked, strict=True))
-            for qid, hits in run.items():
-                write_run(handle, qid, hits, _safe(strategy.spec))
-            metrics = {k: 100 * v for k, v in evaluate(run, group.qrels).items()}
-            groups.append(
-                GroupScore(
-                    group=group.name,
-                    length=group.length,
-                    n_queries=len(group.queries),
-                    n_docs=len(group.corpus),
-                    metrics=metrics,
-                    embed_modes=dict(docs.modes),
-                )
-            )
+            groups.append(_write_and_score(handle, group, run, _safe(strategy.spec), dict(docs.modes)))
     temporary.replace(run_path)
     means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
     return EvalRecord(
@@ -393,19 +381,9 @@ def select_one(
     with open_run(temporary, compress=True) as handle:
         for group in task.groups:
             run, selection[group.name] = _select_group(task, group, runs, seed)
-            for qid in group.queries:
-                write_run(handle, qid, run[qid], _safe(label))
             chosen = by_spec[selection[group.name]["choice_on_all_queries"]]
-            groups.append(
-                GroupScore(
-                    group=group.name,
-                    length=group.length,
-                    n_queries=len(group.queries),
-                    n_docs=len(group.corpus),
-                    metrics={k: 100 * v for k, v in evaluate(run, group.qrels).items()},
-                    embed_modes=next((g.embed_modes for g in chosen.groups if g.group == group.name), {}),
-                )
-            )
+            modes = next((g.embed_modes for g in chosen.groups if g.group == group.name), {})
+            groups.append(_write_and_score(handle, group, run, _safe(label), modes))
     temporary.replace(run_path)
     means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
     choices = Counter(s["choice_on_all_queries"] for s in selection.values())
@@ -438,6 +416,22 @@ def select_one(
             "created": now().isoformat(),
             "run_file": str(run_path.relative_to(out)),
         }
+    )
+
+
+def _write_and_score(
+    handle: TextIO, group: TaskGroup, run: dict[str, list[tuple[str, float]]], tag: str, modes: dict[str, int]
+) -> GroupScore:
+    """Write a group's run (TREC lines, in query order) and score it against the group's qrels."""
+    for qid in group.queries:
+        write_run(handle, qid, run[qid], tag)
+    return GroupScore(
+        group=group.name,
+        length=group.length,
+        n_queries=len(group.queries),
+        n_docs=len(group.corpus),
+        metrics={k: 100 * v for k, v in evaluate(run, group.qrels).items()},
+        embed_modes=modes,
     )
 
 
