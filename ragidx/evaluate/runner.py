@@ -44,7 +44,7 @@ from ragidx.evaluate.report import (
     read_results,
     write_results,
 )
-from ragidx.evaluate.selection import choose, cross_validate
+from ragidx.evaluate.selection import C, choose, cross_validate
 from ragidx.evaluate.tasks import LENGTHS, Task, TaskGroup, load_task
 from ragidx.extension.config import ExtensionConfig
 from ragidx.fusion import WEIGHTS, best_mean, fuse
@@ -452,15 +452,14 @@ def _select_group(
         return [(raw_doc.get(d, d), score) for d, score in found.items()]
 
     @functools.cache
-    def per_query_scores(spec: str) -> np.ndarray:
-        judged = [per_query([d for d, _ in ranking(spec, q)], group.qrels.get(q, {})) for q in qids]
-        return np.array([scores[task.main_metric] for scores in judged])
+    def rankings(spec: str) -> list[list[tuple[str, float]]]:
+        return [ranking(spec, q) for q in qids]
 
     specs = list(runs)
-    _, folds = cross_validate(per_query_scores, len(qids), specs, seed=seed)
-    run = {qids[i]: ranking(spec, qids[i]) for spec, held in folds for i in held}
-    overall, _ = choose(per_query_scores, specs)
-    return run, {
+    composed, folds, overall, per_query_scores = _cross_validated(
+        rankings, group, task.main_metric, specs, seed
+    )
+    return dict(zip(qids, composed, strict=True)), {
         "fold_choices": [spec for spec, _ in folds],
         "fold_queries": [len(held) for _, held in folds],
         "choice_on_all_queries": overall,
@@ -710,26 +709,42 @@ def tuned_search(
     queries (each query ranked with the weight chosen on the other folds), and the weights chosen."""
     chunk, document = _levels(queries, docs, best)
     assert document is not None
-    qids = list(group.queries)
 
     @functools.cache
     def run_for(weight: float) -> list[list[tuple[str, float]]]:
         return _top(fuse(document, chunk, HybridConfig(fusion="weighted", weight=weight)), docs)
 
+    out, folds, overall, _ = _cross_validated(run_for, group, metric, WEIGHTS, seed)
+    return out, {"fold_weights": [w for w, _ in folds], "weight_on_all_queries": overall}
+
+
+def _cross_validated(
+    rankings: Callable[[C], list[list[tuple[str, float]]]],
+    group: TaskGroup,
+    metric: str,
+    choices: Sequence[C],
+    seed: int,
+) -> tuple[list[list[tuple[str, float]]], list[tuple[C, np.ndarray]], C, Callable[[C], np.ndarray]]:
+    """Each query of ``group`` ranked by the choice (a hybrid weight, a candidate strategy) with the
+    best mean ``metric`` on the other folds of a 5-fold split (:mod:`ragidx.evaluate.selection`);
+    ``rankings(c)`` gives every query's ranking under choice c, in ``group.queries`` order. Returns
+    the composed rankings, each fold's (choice, query indices), the choice on all queries and the
+    per-query scores of a choice."""
+    qids = list(group.queries)
+
     @functools.cache
-    def per_query_scores(weight: float) -> np.ndarray:
-        run = run_for(weight)
+    def per_query_scores(choice: C) -> np.ndarray:
         return np.array(
             [
                 per_query([d for d, _ in hits], group.qrels.get(q, {}))[metric]
-                for q, hits in zip(qids, run, strict=True)
+                for q, hits in zip(qids, rankings(choice), strict=True)
             ]
         )
 
-    _, folds = cross_validate(per_query_scores, len(qids), WEIGHTS, seed=seed)
+    _, folds = cross_validate(per_query_scores, len(qids), choices, seed=seed)
     out: list[list[tuple[str, float]]] = [[] for _ in qids]
-    for weight, held in folds:
+    for choice, held in folds:
         for i in held:
-            out[i] = run_for(weight)[i]
-    overall, _ = choose(per_query_scores, WEIGHTS)
-    return out, {"fold_weights": [w for w, _ in folds], "weight_on_all_queries": overall}
+            out[i] = rankings(choice)[i]
+    overall, _ = choose(per_query_scores, choices)
+    return out, folds, overall, per_query_scores
