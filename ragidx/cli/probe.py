@@ -63,6 +63,15 @@ MaxTokens = Annotated[
     ),
 ]
 Limit = Annotated[int | None, typer.Option(help="Use only the first N texts (sorted by id).")]
+MinTokens = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Use only texts of at least N model tokens (before --limit): an extension or PCW has "
+        "nothing to do on a text shorter than the window, e.g. --min-tokens 4096 for a 2,048-token model "
+        "probed at --max-tokens 4096.",
+    ),
+]
 Cache = Annotated[
     Path | None,
     typer.Option(help="Embedding cache folder (Parquet), reused across strategies and runs. Default: none."),
@@ -90,6 +99,7 @@ def _inputs(
     out_dir: Path,
     max_tokens: int,
     limit: int | None,
+    min_tokens: int | None,
     cache: Path | None,
     device: str | None,
     tau: float | None,
@@ -102,6 +112,7 @@ def _inputs(
         out=out_dir,
         max_tokens=max_tokens,
         limit=limit,
+        min_tokens=min_tokens,
         cache=cache,
         command=command,
         tau=tau,
@@ -127,6 +138,7 @@ def position_command(
     tau: Annotated[float | None, typer.Option(help="TempScale τ for every strategy (0 < τ ≤ 1).")] = None,
     max_tokens: MaxTokens = 2048,
     limit: Limit = None,
+    min_tokens: MinTokens = None,
     no_regression: Annotated[
         bool, typer.Option("--no-regression", help="Skip the sentence regression.")
     ] = False,
@@ -147,7 +159,7 @@ def position_command(
 
     if tau is not None and not 0 < tau <= 1:
         raise ConfigError(f"--tau {tau:g}: must be in (0, 1]")
-    inputs = _inputs(model, strategy, texts, out_dir, max_tokens, limit, cache, device, tau)
+    inputs = _inputs(model, strategy, texts, out_dir, max_tokens, limit, min_tokens, cache, device, tau)
     with _bar(quiet, as_json) as bar:
         results = run_position(inputs, PositionSettings(regression=not no_regression), _progress(bar))
     lines = []
@@ -175,6 +187,7 @@ def collapse_command(
     words: Annotated[str, typer.Option(help="The repetition demo's two words, comma-separated.")] = "dog,cat",
     max_tokens: MaxTokens = 2048,
     limit: Limit = None,
+    min_tokens: MinTokens = None,
     cache: Cache = None,
     device: Device = None,
     as_json: Json = False,
@@ -195,7 +208,7 @@ def collapse_command(
     pair = [w.strip() for w in words.split(",") if w.strip()]
     if len(pair) != 2:
         raise ConfigError(f"--words {words}: give exactly two words separated by a comma")
-    inputs = _inputs(model, strategy, texts, out_dir, max_tokens, limit, cache, device, None)
+    inputs = _inputs(model, strategy, texts, out_dir, max_tokens, limit, min_tokens, cache, device, None)
     with _bar(quiet, as_json) as bar:
         results = run_collapse(inputs, taus, (pair[0], pair[1]), progress=_progress(bar))
     lines = [

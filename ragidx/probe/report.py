@@ -30,6 +30,7 @@ class DataInfo(BaseModel):
     path: str
     n_texts: int = Field(description="texts read")
     n_used: int = Field(description="texts long enough for the probe")
+    text_ids: list[str] = Field(default_factory=list, description="the texts read, by id")
 
 
 class Condition(BaseModel):
@@ -143,6 +144,7 @@ def markdown(results: ProbeResults) -> str:
         f"{results.data.n_used} of {results.data.n_texts} texts used; ragidx {results.ragidx_version}, "
         f"{results.created:%Y-%m-%d %H:%M} UTC.",
         "",
+        *([f"Texts: {', '.join(results.data.text_ids)}.", ""] if results.data.text_ids else []),
         "Parameters: " + ", ".join(f"{k} = {v}" for k, v in results.parameters.items()),
         "",
     ]

@@ -27,7 +27,7 @@ from ragidx.probe.report import (
     ProbeResults,
     write_results,
 )
-from ragidx.probe.texts import Text, load_texts
+from ragidx.probe.texts import Text, load_texts, long_texts
 from ragidx.strategy import Strategy, parse
 from ragidx.vector_cache import EmbeddingCache
 
@@ -42,6 +42,7 @@ class ProbeInputs:
     out: Path
     max_tokens: int = 2048
     limit: int | None = None
+    min_tokens: int | None = None  # only texts of at least this many model tokens (before limit)
     cache: Path | None = None
     command: str = ""
     tau: float | None = None
@@ -75,20 +76,34 @@ def _model_info(encoder: ProbeEncoder) -> ModelInfo:
     )
 
 
+def _texts(inputs: ProbeInputs, encoder: ProbeEncoder) -> list[Text]:
+    """The texts a probe reads: ``--min-tokens`` (counted by the model's tokenizer), then ``--limit``."""
+    if not inputs.min_tokens:
+        return load_texts(inputs.texts, inputs.limit)
+    return long_texts(
+        load_texts(inputs.texts),
+        lambda text: len(encoder.tokens(text)),
+        inputs.min_tokens,
+        inputs.limit,
+        str(inputs.texts),
+    )
+
+
 def run_position(
     inputs: ProbeInputs, settings: PositionSettings | None = None, progress: Progress = _quiet
 ) -> ProbeResults:
     """The positional-bias probe for every strategy; writes ``inputs.out``."""
     require_extras("matplotlib", "scipy")
     settings = settings or PositionSettings()
-    texts = load_texts(inputs.texts, inputs.limit)
     cache = EmbeddingCache(inputs.cache)
     results: list[PositionResult] = []
     model: ModelInfo | None = None
+    texts: list[Text] = []
     n_used = 0
     for strategy in inputs.parsed:
         encoder = ProbeEncoder(strategy, inputs.model, inputs.max_tokens, cache)
-        model = model or _model_info(encoder)
+        if model is None:
+            model, texts = _model_info(encoder), _texts(inputs, encoder)
         kept = usable(texts, encoder, settings, str(inputs.texts))
         n_used = max(n_used, len(kept))
         results.append(probe_position(encoder, kept, settings, progress(strategy.spec, len(kept))))
@@ -100,12 +115,15 @@ def run_position(
         parameters={
             "strategies": [s.spec for s in inputs.parsed],
             "max_tokens": inputs.max_tokens,
+            "min_tokens": inputs.min_tokens,
             "insert_sizes": list(settings.insert_sizes),
             "remove_sizes": list(settings.remove_sizes),
             "positions": list(settings.positions),
             "seed": settings.seed,
         },
-        data=DataInfo(path=str(inputs.texts), n_texts=len(texts), n_used=n_used),
+        data=DataInfo(
+            path=str(inputs.texts), n_texts=len(texts), n_used=n_used, text_ids=[t.text_id for t in texts]
+        ),
         strategies=results,
     )
     title = f"{model.name.split('/')[-1]}: "
@@ -130,15 +148,15 @@ def run_collapse(
 ) -> ProbeResults:
     """The length-collapse probe for every strategy and τ; writes ``inputs.out``."""
     require_extras("matplotlib")
-    texts: list[Text] = load_texts(inputs.texts, inputs.limit)
     cache = EmbeddingCache(inputs.cache)
     results: list[CollapseResult] = []
-    loaded: list[ProbeEncoder] = []
+    first = ProbeEncoder(inputs.parsed[0], inputs.model, inputs.max_tokens, cache)
+    model = _model_info(first)
+    texts = _texts(inputs, first)
+    del first  # one loaded model at a time: the probe loads one per strategy and τ
 
     def encoder_for(strategy: Strategy) -> ProbeEncoder:
-        encoder = ProbeEncoder(strategy, inputs.model, inputs.max_tokens, cache)
-        loaded.append(encoder)
-        return encoder
+        return ProbeEncoder(strategy, inputs.model, inputs.max_tokens, cache)
 
     for strategy in inputs.parsed:
         advance = progress(strategy.spec, len(taus))
@@ -154,7 +172,6 @@ def run_collapse(
                 source=str(inputs.texts),
             )
         )
-    model = _model_info(loaded[0])
     report = ProbeResults(
         probe="collapse",
         command=inputs.command,
@@ -162,11 +179,17 @@ def run_collapse(
         parameters={
             "strategies": [s.spec for s in inputs.parsed],
             "max_tokens": inputs.max_tokens,
+            "min_tokens": inputs.min_tokens,
             "taus": list(taus),
             "edges": list(edges),
             "repetition_words": list(words),
         },
-        data=DataInfo(path=str(inputs.texts), n_texts=len(texts), n_used=len(texts)),
+        data=DataInfo(
+            path=str(inputs.texts),
+            n_texts=len(texts),
+            n_used=len(texts),
+            text_ids=[t.text_id for t in texts],
+        ),
         strategies=results,
     )
     title = f"{model.name.split('/')[-1]}: "

@@ -2,6 +2,8 @@
 
 * :func:`load_texts` — every document under a folder (``.txt .md .html .pdf``) or in a BEIR-style
   JSONL file, through the ingestion loader (:func:`ragidx.documents.iter_documents`);
+  :func:`long_texts` keeps those of at least N model tokens (a long-context strategy needs texts
+  longer than the window to have anything to extend);
 * :func:`filler` — the irrelevant "needle" of the insertion ablation: a Lorem-Ipsum-like text,
   paragraph formatted, generated deterministically from a fixed seed (so results are repeatable);
 * :func:`split_sentences`, :func:`join_sentences`, :func:`shuffle_sentences` — sentences split at
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +56,26 @@ def load_texts(path: str | Path, limit: int | None = None) -> list[Text]:
         )
     found.sort(key=lambda t: t.text_id)
     return found[:limit] if limit else found
+
+
+def long_texts(
+    texts: list[Text],
+    count: Callable[[str], int],
+    min_tokens: int,
+    limit: int | None = None,
+    source: str = "texts",
+) -> list[Text]:
+    """The texts of at least ``min_tokens`` tokens (``count`` gives a text's), in order, the first
+    ``limit`` of them. Raises :class:`InputError` naming the longest text when none is that long."""
+    lengths = {t.text_id: count(t.text) for t in texts}
+    kept = [t for t in texts if lengths[t.text_id] >= min_tokens]
+    if not kept:
+        longest = max(lengths.items(), key=lambda item: item[1])
+        raise InputError(
+            f"{source}: no text has {min_tokens} tokens (the longest, {longest[0]}, has {longest[1]}); "
+            "lower --min-tokens or give longer texts"
+        )
+    return kept[:limit] if limit else kept
 
 
 def filler(n_words: int, seed: int = 0) -> str:

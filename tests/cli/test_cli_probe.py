@@ -112,6 +112,30 @@ def test_empty_folder_and_texts_too_short(tmp_path: Path, tiny_model: Path) -> N
     assert not (tmp_path / "o").exists()
 
 
+def test_min_tokens_picks_the_long_texts_before_the_limit(
+    tmp_path: Path, tiny_model: Path, texts: Path
+) -> None:
+    from ragidx.encoder import Encoder, EncoderConfig
+
+    encoder = Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
+    counts = {p.name: len(encoder.tokenize(p.read_text(), "document")) for p in sorted(texts.iterdir())}
+    shortest = min(counts.values())
+    assert sorted(counts.values())[1] > shortest  # t0 is the one text left out below
+    position = _probe(tiny_model, "position", "--texts", str(texts), "--out", str(tmp_path / "p"))
+    result = runner.invoke(
+        app, [*position, "-s", "pcw", "--min-tokens", str(shortest + 1), "--limit", "1", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["data"]["n_texts"] == 1 and data["parameters"]["min_tokens"] == shortest + 1
+    assert data["data"]["text_ids"] == ["t1.txt"]  # t0 is too short, t1 comes first
+    collapse = _probe(tiny_model, "collapse", "--texts", str(texts), "--out", str(tmp_path / "c"))
+    result = runner.invoke(app, [*collapse, "--min-tokens", str(max(counts.values()) + 1)])
+    assert result.exit_code == 1 and result.stderr.strip().count("\n") == 0
+    assert f"no text has {max(counts.values()) + 1} tokens (the longest, t2.txt," in result.stderr
+    assert not (tmp_path / "c").exists()
+
+
 def test_collapse_bad_tau_and_words(tmp_path: Path, tiny_model: Path, texts: Path) -> None:
     base = _probe(tiny_model, "collapse", "--texts", str(texts), "--out", str(tmp_path / "o"))
     for extra, message in ((["--tau", "0.5,x"], "--tau 0.5,x"), (["--words", "dog"], "exactly two words")):

@@ -12,6 +12,7 @@ from ragidx.probe.texts import (
     filler,
     join_sentences,
     load_texts,
+    long_texts,
     shuffle_sentences,
     split_sentences,
 )
@@ -25,6 +26,20 @@ def test_load_texts_from_a_folder_sorted_and_limited(tmp_path):
     assert [t.text_id for t in texts] == ["a.md", "b.txt", "c.txt"]
     assert texts[1].text == "text of b.txt"
     assert [t.text_id for t in load_texts(tmp_path, limit=2)] == ["a.md", "b.txt"]
+
+
+def test_long_texts_keeps_texts_of_min_tokens_then_limits(tmp_path):
+    for name, words in (("a.txt", 3), ("b.txt", 9), ("c.txt", 5), ("d.txt", 12)):
+        (tmp_path / name).write_text(" ".join(["word"] * words))
+    texts = load_texts(tmp_path)
+    count = lambda text: len(text.split())  # noqa: E731
+    assert [t.text_id for t in long_texts(texts, count, 5)] == ["b.txt", "c.txt", "d.txt"]
+    assert [t.text_id for t in long_texts(texts, count, 5, limit=2)] == ["b.txt", "c.txt"]
+    assert [t.text_id for t in long_texts(texts, count, 10)] == ["d.txt"]
+    with pytest.raises(
+        InputError, match=r"^src: no text has 13 tokens \(the longest, d.txt, has 12\); lower"
+    ):
+        long_texts(texts, count, 13, source="src")
 
 
 def test_load_texts_from_jsonl(tmp_path):
