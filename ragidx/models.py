@@ -8,6 +8,8 @@
 3. ``$RAGIDX_MODELS/<name>`` (where ``python shared/models/fetch.py`` puts real models);
 4. a Hugging Face hub id, downloaded (or taken from the local cache) with ``huggingface_hub``.
 
+:func:`portable` names a model as results record it, :func:`portable_command` a command line.
+
 It then reads the sentence-transformers modules (``modules.json``): the Transformer folder, the
 Pooling config, Dense layers, Normalize, and the query/document prompts. Plain transformers folders
 work too (mean pooling, no prompts, unless the config says otherwise).
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +170,27 @@ def read_model_folder(name: str, path: Path, revision: str | None) -> ModelFolde
     st_config = _read_json(path / "config_sentence_transformers.json")
     folder.prompts = {str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()}
     return folder
+
+
+def portable(model: str) -> str:
+    """A model as results record it: a folder under the home directory as ``~/…`` (the shell expands
+    ``~`` before ragidx sees it), so committed results name no machine's home."""
+    home = str(Path.home())
+    if model == home or model.startswith(home + "/"):
+        return "~" + model[len(home) :]
+    return model
+
+
+def portable_command(args: list[str]) -> str:
+    """A command line as results record it: every argument :func:`portable` and shell-quoted, a
+    leading ``~/`` left outside the quotes so that a shell pasting it still expands it."""
+    words = []
+    for arg in map(portable, args):
+        if arg.startswith("~/"):
+            words.append("~/" + shlex.quote(arg[2:]))
+        else:
+            words.append(shlex.quote(arg))
+    return " ".join(words)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -67,3 +67,22 @@ def test_unsupported_module_type(tmp_path: Path, tiny_model: Path) -> None:
     (folder / "modules.json").write_text(json.dumps([{"idx": 0, "path": "", "type": "custom.Thing"}]))
     with pytest.raises(ModelError, match="'custom.Thing' is not supported"):
         resolve_model(str(folder))
+
+
+def test_results_name_a_model_under_the_home_folder_with_a_tilde() -> None:
+    from ragidx.models import portable
+
+    home = str(Path.home())
+    assert portable(f"{home}/.cache/ragidx/models/e5-small") == "~/.cache/ragidx/models/e5-small"
+    assert portable("default") == "default"
+    assert portable(f"{home}x/model") == f"{home}x/model"  # only the home folder itself
+
+
+def test_commands_are_recorded_with_a_tilde_a_shell_still_expands() -> None:
+    from ragidx.models import portable_command
+
+    home = str(Path.home())
+    args = ["ragidx", "eval", "--model", f"{home}/.cache/my models/e5", "--strategy", "extend:pi+tau:0.8"]
+    line = portable_command(args)
+    assert line == "ragidx eval --model ~/'.cache/my models/e5' --strategy extend:pi+tau:0.8"
+    assert portable_command(["a b", "~x", "default"]) == "'a b' '~x' default"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from ragidx.cli.app import app, err, handle_errors, out
 from ragidx.cli.options import Device, Json
 from ragidx.encoder import EncoderConfig
 from ragidx.errors import ConfigError
+from ragidx.models import portable_command
 from ragidx.probe.report import ProbeResults
 from ragidx.probe.run import ProbeInputs, run_collapse, run_position
 
@@ -104,7 +104,7 @@ def _inputs(
     device: str | None,
     tau: float | None,
 ) -> ProbeInputs:
-    command = "python -m ragidx " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else ""
+    command = portable_command(["python", "-m", "ragidx", *sys.argv[1:]]) if sys.argv else ""
     return ProbeInputs(
         model=EncoderConfig(model=model, device=device or "auto"),
         strategies=strategy or ["truncate", "pcw"],

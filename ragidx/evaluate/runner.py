@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import platform
-import shlex
 import sys
 import time
 from collections import Counter
@@ -50,6 +49,7 @@ from ragidx.extension.config import ExtensionConfig
 from ragidx.fusion import WEIGHTS, best_mean, fuse
 from ragidx.longdoc import EmbedPlan, HybridConfig, LongDocConfig, combine, embed_raw, plan_tokens
 from ragidx.manifest import now
+from ragidx.models import portable, portable_command
 from ragidx.strategy import Strategy, parse
 from ragidx.trec import open_run, read_run_file, trec_id, write_run
 from ragidx.vector_cache import EmbeddingCache, content_hash, make_key
@@ -192,9 +192,7 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
     out = Path(grid.out)
     results = read_results(out)
     program = Path(sys.argv[0]).name
-    command = command or shlex.join(
-        ["ragidx" if program == "__main__.py" else program, *map(portable, sys.argv[1:])]
-    )
+    command = command or portable_command(["ragidx" if program == "__main__.py" else program, *sys.argv[1:]])
     if command not in results.commands:
         results.commands.append(command)
     cache = EmbeddingCache(grid.cache_dir)
@@ -483,15 +481,6 @@ def run_file(out: Path, task: Task, spec: str, max_length: int | None, model: st
     path = out / "runs" / (stem + ".trec.gz")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def portable(model: str) -> str:
-    """A model as results record it: a folder under the home directory as ``~/…`` (the shell expands
-    ``~`` before ragidx sees it), so committed results name no machine's home."""
-    home = str(Path.home())
-    if model == home or model.startswith(home + "/"):
-        return "~" + model[len(home) :]
-    return model
 
 
 def _safe(text: str) -> str:

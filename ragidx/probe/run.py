@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ragidx.encoder import EncoderConfig
 from ragidx.errors import ConfigError
+from ragidx.models import portable
 from ragidx.probe import plots
 from ragidx.probe.collapse import EDGES, probe_collapse
 from ragidx.probe.embedding import ProbeEncoder
@@ -72,7 +73,7 @@ def require_extras(*modules: str) -> None:
 def _model_info(encoder: ProbeEncoder) -> ModelInfo:
     enc = encoder.encoder
     return ModelInfo(
-        name=enc.folder.name, fingerprint=encoder.fingerprint, window=enc.window_size, dim=enc.dim
+        name=portable(enc.folder.name), fingerprint=encoder.fingerprint, window=enc.window_size, dim=enc.dim
     )
 
 

@@ -232,13 +232,6 @@ def test_runs_at_other_lengths_keep_their_own_run_files(tiny_model: Path, tmp_pa
     assert all((tmp_path / "out" / f).is_file() for f in files)
 
 
-def test_results_name_a_model_under_the_home_folder_with_a_tilde() -> None:
-    home = str(Path.home())
-    assert runner.portable(f"{home}/.cache/ragidx/models/e5-small") == "~/.cache/ragidx/models/e5-small"
-    assert runner.portable("default") == "default"
-    assert runner.portable(f"{home}x/model") == f"{home}x/model"  # only the home folder itself
-
-
 def _candidate(spec: str, run_file: str, vectors: float, whole: bool) -> EvalRecord:
     return EvalRecord(
         task="passkey",
