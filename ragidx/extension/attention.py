@@ -85,9 +85,22 @@ def attend(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Fused attention returning ``(output, logsumexp)``; ``keep`` is a boolean mask broadcastable
     to (B, H, Lq, Lk). Rows with no key to attend to give output 0 and logsumexp -inf."""
-    bias = None
-    if keep is not None:
-        bias = torch.zeros(keep.shape, dtype=q.dtype, device=q.device).masked_fill(~keep, float("-inf"))
+    if keep is None:
+        return attend_biased(q, k, v, scale)
+    bias = torch.zeros(keep.shape, dtype=q.dtype, device=q.device).masked_fill(~keep, float("-inf"))
+    return attend_biased(q, k, v, scale, bias, ~keep.any(dim=-1))
+
+
+def attend_biased(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    bias: torch.Tensor | None = None,
+    empty: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`attend` with the additive mask (0 / -inf, broadcastable to (B, H, Lq, Lk)) already
+    built; ``empty`` marks the rows it leaves no key (broadcastable to (B, H, Lq); None: no such row)."""
     if q.device.type == "cpu":
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, False, attn_mask=bias, scale=scale
@@ -104,8 +117,8 @@ def attend(
         lse = torch.logsumexp(scores, dim=-1)
         out = (torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v.float()).to(q.dtype)
     lse = lse.float()
-    if keep is not None:
-        empty = ~keep.any(dim=-1).expand(lse.shape)
+    if empty is not None and bool(empty.any()):
+        empty = empty.expand(lse.shape)
         lse = lse.masked_fill(empty, float("-inf"))
         out = out.masked_fill(empty.unsqueeze(-1), 0.0)
     return out, lse
@@ -113,6 +126,8 @@ def attend(
 
 def merge(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     """Combine partial attentions over disjoint key sets by their log-sum-exp."""
+    if len(parts) == 1:
+        return parts[0][0]
     lses = torch.stack([lse for _, lse in parts])  # (P, B, H, L)
     top = lses.max(dim=0).values
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
@@ -122,27 +137,85 @@ def merge(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     return (out / total.unsqueeze(-1)).to(parts[0][0].dtype)
 
 
-def _band_keep(
-    rows: torch.Tensor,
-    cols: torch.Tensor,
-    inside: int | None,
-    outside: int | None,
-    causal: bool,
-    padding: torch.Tensor | None,
-) -> torch.Tensor:
-    """Boolean keep-mask (B|1, 1, len(rows), len(cols)): ``|i-j| < inside`` and/or ``>= outside``."""
-    dist = rows[:, None] - cols[None, :]
-    keep = torch.ones(dist.shape, dtype=torch.bool, device=rows.device)
-    if inside is not None:
-        keep &= dist.abs() < inside
-    if outside is not None:
-        keep &= dist.abs() >= outside
+Keep = Callable[[torch.Tensor], torch.Tensor]  # relative distances d = i - j -> boolean keep
+
+
+class _Blocks:
+    """Blocked attention of query rows ``[start, stop)`` against key columns ``[lo, hi)``, with a mask
+    that is a function of the distance ``d = i - j`` alone. The mask of a block depends only on its
+    shape and offset ``lo - start``, so every interior block shares one (built once per call, at most
+    block × (block + 2w) entries); key padding is added per block as a (B, 1, 1, cols) row."""
+
+    def __init__(self, q: torch.Tensor, padding: torch.Tensor | None):
+        self.dtype, self.device = q.dtype, q.device
+        self.pad = None
+        if padding is not None:
+            self.pad = torch.zeros(padding.shape, dtype=q.dtype, device=q.device).masked_fill(
+                ~padding, float("-inf")
+            )
+        self._masks: dict[tuple[str, int, int, int], tuple[torch.Tensor, torch.Tensor | None]] = {}
+
+    def _mask(
+        self, name: str, keep: Keep, rows: int, offset: int, cols: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        key = (name, rows, offset, cols)
+        if key not in self._masks:
+            d = (
+                torch.arange(rows, device=self.device)[:, None]
+                - torch.arange(cols, device=self.device)[None, :]
+            )
+            kept = keep(d - offset)
+            bias = torch.zeros(kept.shape, dtype=self.dtype, device=self.device).masked_fill(
+                ~kept, float("-inf")
+            )
+            empty = ~kept.any(dim=-1)
+            self._masks[key] = (bias[None, None], empty if bool(empty.any()) else None)
+        return self._masks[key]
+
+    def attend(
+        self,
+        q_block: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        scale: float,
+        start: int,
+        lo: int,
+        hi: int,
+        keep: tuple[str, Keep] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Rows ``start … start + len(q_block)`` against keys ``[lo, hi)`` (None when empty);
+        ``keep=None``: every key in the range is kept."""
+        if hi <= lo:
+            return None
+        bias: torch.Tensor | None = None
+        empty: torch.Tensor | None = None
+        if keep is not None:
+            bias, empty = self._mask(keep[0], keep[1], q_block.shape[2], lo - start, hi - lo)
+        return self.attend_biased(q_block, k, v, scale, lo, hi, bias, empty)
+
+    def attend_biased(
+        self,
+        q_block: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        scale: float,
+        lo: int,
+        hi: int,
+        bias: torch.Tensor | None,
+        empty: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys ``[lo, hi)`` under ``bias`` (rows ``empty`` see none of them), key padding added."""
+        if self.pad is not None:
+            pad = self.pad[:, None, None, lo:hi]
+            bias = pad if bias is None else bias + pad
+            empty = torch.isneginf(bias).all(dim=-1)
+        return attend_biased(q_block, k[:, :, lo:hi], v[:, :, lo:hi], scale, bias, empty)
+
+
+def _near(window: int, causal: bool) -> tuple[str, Keep]:
     if causal:
-        keep &= dist >= 0
-    keep = keep[None, None]
-    if padding is not None:
-        keep = keep & padding[:, None, None, cols]
-    return keep
+        return "near-causal", lambda d: (d.abs() < window) & (d >= 0)
+    return "near", lambda d: d.abs() < window
 
 
 def windowed_attention(
@@ -157,14 +230,14 @@ def windowed_attention(
 ) -> torch.Tensor:
     """Attention restricted to ``|i - j| < window`` (and ``j <= i`` if causal), block by block."""
     length = q.shape[2]
+    blocks, near = _Blocks(q, padding), _near(window, causal)
     outs = []
     for start in range(0, length, block):
         stop = min(start + block, length)
         lo, hi = max(0, start - window + 1), min(length, stop + window - 1)
-        rows = torch.arange(start, stop, device=q.device)
-        cols = torch.arange(lo, hi, device=q.device)
-        keep = _band_keep(rows, cols, window, None, causal, padding)
-        outs.append(attend(q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi], scale, keep)[0])
+        part = blocks.attend(q[:, :, start:stop], k, v, scale, start, lo, hi, near)
+        assert part is not None  # every row sees itself
+        outs.append(part[0])
     return torch.cat(outs, dim=2)
 
 
@@ -184,33 +257,57 @@ def self_extend_attention(
 
     Neighbours (``|i-j| < w``) keep exact relative positions; for the rest, queries are re-rotated to
     ``i // g + w - w // g`` and keys to ``j // g``, so ``rel = sign · (|j//g - i//g| + w - w//g)``
-    (LongEmbed §1.2). Per query block: one fused pass over the neighbour band, one over the far
-    keys, merged by log-sum-exp.
+    (LongEmbed §1.2). Per query block: one fused pass over the neighbour band and one over the far
+    keys on each side, merged by log-sum-exp.
     """
     length = q.shape[2]
     pos = torch.arange(length, device=q.device)
     shift = window - window // group
     k_far = rotate(k, pos // group - pos)
+    blocks, near = _Blocks(q, padding), _near(window, causal)
+    # The far keys of a block: to the left j <= i - w, to the right j >= i + w. Against the keys
+    # [0, stop - w + 1) (left) or [start + w, L) (right) the masks are fixed triangles at the inner
+    # edge: built once, (block, L) each, and sliced per block (rows and columns).
+    rows_cap = min(block, length)
+    a = torch.arange(rows_cap, device=q.device)[:, None]
+    c = torch.arange(length, device=q.device)[None, :]
+    left_mask = _additive(
+        (length - 1 - c) >= (rows_cap - a), q.dtype
+    )  # column = distance from the right edge
+    right_mask = _additive(c >= a, q.dtype)
     outs = []
     for start in range(0, length, block):
         stop = min(start + block, length)
-        rows = pos[start:stop]
-        lo, hi = max(0, start - window + 1), min(length, stop + window - 1)
-        near_keep = _band_keep(rows, pos[lo:hi], window, None, causal, padding)
-        near = attend(q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi], scale, near_keep)
-        # the far side: queries re-rotated to their grouped position (keys to theirs, above)
-        q_far = rotate(q[:, :, start:stop], rows // group + shift - rows)
-        q_far_mirror = rotate(q[:, :, start:stop], rows // group - shift - rows)
-        parts = [near]
-        # keys to the left (j <= i - w) see the query at +shift; keys to the right at -shift,
-        # which mirrors the rule for the upper triangle.
-        left_keep = _band_keep(rows, pos, None, window, causal, padding) & (rows[:, None] > pos[None, :])
-        parts.append(attend(q_far, k_far, v, scale, left_keep))
-        if not causal:
-            right_keep = _band_keep(rows, pos, None, window, False, padding) & (rows[:, None] < pos[None, :])
-            parts.append(attend(q_far_mirror, k_far, v, scale, right_keep))
-        outs.append(merge(parts))
+        n, rows = stop - start, pos[start:stop]
+        q_block = q[:, :, start:stop]
+        parts = [
+            blocks.attend(
+                q_block, k, v, scale, start, max(0, start - window + 1), min(length, stop + window - 1), near
+            )
+        ]
+        # keys to the left see the query at its grouped position + shift; keys to the right at
+        # -shift, which mirrors the rule for the upper triangle.
+        hi = stop - window + 1
+        if hi > 0:
+            q_far = rotate(q_block, rows // group + shift - rows)
+            bias = left_mask[:, :, rows_cap - n :, length - hi :]
+            parts.append(blocks.attend_biased(q_far, k_far, v, scale, 0, hi, bias, rows < window))
+        lo = start + window
+        if not causal and lo < length:
+            q_far_mirror = rotate(q_block, rows // group - shift - rows)
+            bias = right_mask[:, :, :n, : length - lo]
+            parts.append(
+                blocks.attend_biased(q_far_mirror, k_far, v, scale, lo, length, bias, rows + window >= length)
+            )
+        outs.append(merge([p for p in parts if p is not None]))
     return torch.cat(outs, dim=2)
+
+
+def _additive(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean keep-mask (Lq, Lk) as an additive (1, 1, Lq, Lk) one: 0 kept, -inf dropped."""
+    return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, float("-inf"))[
+        None, None
+    ]
 
 
 # --------------------------------------------------------------------------------- transformers hooks
