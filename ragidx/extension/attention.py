@@ -228,8 +228,11 @@ def windowed_attention(
     padding: torch.Tensor | None,
     block: int = BLOCK,
 ) -> torch.Tensor:
-    """Attention restricted to ``|i - j| < window`` (and ``j <= i`` if causal), block by block."""
+    """Attention restricted to ``|i - j| < window`` (and ``j <= i`` if causal), block by block.
+    Blocks are at most ``window`` rows (not below 64): a block sees ``block + 2 · window`` keys, so a
+    block much wider than the window mostly computes masked-out scores."""
     length = q.shape[2]
+    block = min(block, max(window, 64))
     blocks, near = _Blocks(q, padding), _near(window, causal)
     outs = []
     for start in range(0, length, block):
