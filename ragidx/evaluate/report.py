@@ -266,12 +266,20 @@ def verdicts(records: Sequence[EvalRecord]) -> list[str]:
                 c = max(chunked, key=lambda r: _group_score(r, group))
                 ws, cs = _group_score(w, group), _group_score(c, group)
                 verdict = "whole wins" if ws > cs else "chunking wins" if cs > ws else "tie"
+                if ws != cs and _fits_window(w, group):  # then no strategy extended or chunked
+                    verdict = "every document fits the window (nothing extended: τ or pooling differ)"
                 where = f"{TASK_TITLES.get(task, task)}" + (f" {group}" if group != "all" else "")
                 lines.append(
                     f"- {model}, {where}: {verdict} — best whole {label(w, 1)} {ws:.1f} vs "
                     f"best chunked {label(c, 1)} {cs:.1f}"
                 )
     return lines or ["- (needs an extend strategy and a chunk or pcw strategy on the same task)"]
+
+
+def _fits_window(record: EvalRecord, group: str) -> bool:
+    """True when ``record`` embedded every document of ``group`` as one plain window."""
+    found = next((g for g in record.groups if g.group == group), None)
+    return found is not None and set(found.embed_modes) == {"whole"}
 
 
 def _bases(record: EvalRecord) -> set[str]:

@@ -128,3 +128,18 @@ def test_a_selection_record_keeps_tables_verdicts_and_plots_whole(tmp_path: Path
         real = [r.model_copy(update={"task": "qmsum", "groups": [g]}) for r, g in pairs]
         written += write_plots(EvalResults(records=real), tmp_path / "real")
     assert len(written) == 4 and all(p.stat().st_size > 0 for p in written)
+
+
+def test_a_whole_win_inside_the_window_is_not_called_extension() -> None:
+    """At a length every document fits, a τ-scaled single window beating chunk is no extension win."""
+    tau = _record("extend:pi+tau:0.8", {256: 86.0, 2048: 36.0}, 1.0).model_copy(
+        update={"whole_document": True}
+    )
+    tau.groups[0].embed_modes, tau.groups[1].embed_modes = {"whole": 100}, {"extend:pi": 100}
+    chunk = _record("chunk", {256: 78.0, 2048: 74.0}, 4.0)
+    text = markdown(EvalResults(records=[tau, chunk]))
+    assert (
+        "Passkey 256: every document fits the window (nothing extended: τ or pooling differ) — "
+        "best whole extend:pi+tau:0.8 86.0 vs best chunked chunk 78.0" in text
+    )
+    assert "Passkey 2048: chunking wins — best whole extend:pi+tau:0.8 36.0" in text
