@@ -401,3 +401,12 @@ def test_grid_selections_drop_repeated_candidates_and_refuse_fewer_than_two(tmp_
         EvalGrid(**settings, selections=[["pcw", "pcw"]])
     with pytest.raises(ConfigError, match="strategy chunk:x"):
         EvalGrid(**settings, selections=[["pcw", "chunk:x"]])
+
+
+@pytest.mark.parametrize("grid", sorted((Path(__file__).resolve().parents[2] / "pipelines").glob("*.toml")))
+def test_shipped_pipeline_grids_are_valid(grid: Path) -> None:
+    """Every grid in pipelines/ loads: known keys, strategies that parse, at least one task."""
+    import tomllib
+
+    loaded = EvalGrid(**tomllib.loads(grid.read_text(encoding="utf-8")))
+    assert loaded.tasks and loaded.strategies and loaded.out.startswith("results/")
