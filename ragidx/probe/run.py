@@ -12,6 +12,7 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from ragidx.encoder import EncoderConfig
 from ragidx.errors import ConfigError
@@ -90,6 +91,33 @@ def _texts(inputs: ProbeInputs, encoder: ProbeEncoder) -> list[Text]:
     )
 
 
+def _report(
+    probe: Literal["position", "collapse"],
+    inputs: ProbeInputs,
+    model: ModelInfo,
+    texts: list[Text],
+    n_used: int,
+    results: list[PositionResult] | list[CollapseResult],
+    **parameters: object,
+) -> ProbeResults:
+    """A probe's results: the command, model, parameters (the shared ones first) and texts read."""
+    return ProbeResults(
+        probe=probe,
+        command=inputs.command,
+        model=model,
+        parameters={
+            "strategies": [s.spec for s in inputs.parsed],
+            "max_tokens": inputs.max_tokens,
+            "min_tokens": inputs.min_tokens,
+            **parameters,
+        },
+        data=DataInfo(
+            path=str(inputs.texts), n_texts=len(texts), n_used=n_used, text_ids=[t.text_id for t in texts]
+        ),
+        strategies=results,
+    )
+
+
 def run_position(
     inputs: ProbeInputs, settings: PositionSettings | None = None, progress: Progress = _quiet
 ) -> ProbeResults:
@@ -109,23 +137,17 @@ def run_position(
         n_used = max(n_used, len(kept))
         results.append(probe_position(encoder, kept, settings, progress(strategy.spec, len(kept))))
     assert model is not None
-    report = ProbeResults(
-        probe="position",
-        command=inputs.command,
-        model=model,
-        parameters={
-            "strategies": [s.spec for s in inputs.parsed],
-            "max_tokens": inputs.max_tokens,
-            "min_tokens": inputs.min_tokens,
-            "insert_sizes": list(settings.insert_sizes),
-            "remove_sizes": list(settings.remove_sizes),
-            "positions": list(settings.positions),
-            "seed": settings.seed,
-        },
-        data=DataInfo(
-            path=str(inputs.texts), n_texts=len(texts), n_used=n_used, text_ids=[t.text_id for t in texts]
-        ),
-        strategies=results,
+    report = _report(
+        "position",
+        inputs,
+        model,
+        texts,
+        n_used,
+        results,
+        insert_sizes=list(settings.insert_sizes),
+        remove_sizes=list(settings.remove_sizes),
+        positions=list(settings.positions),
+        seed=settings.seed,
     )
     title = f"{model.name.split('/')[-1]}: "
     write_results(
@@ -173,25 +195,16 @@ def run_collapse(
                 source=str(inputs.texts),
             )
         )
-    report = ProbeResults(
-        probe="collapse",
-        command=inputs.command,
-        model=model,
-        parameters={
-            "strategies": [s.spec for s in inputs.parsed],
-            "max_tokens": inputs.max_tokens,
-            "min_tokens": inputs.min_tokens,
-            "taus": list(taus),
-            "edges": list(edges),
-            "repetition_words": list(words),
-        },
-        data=DataInfo(
-            path=str(inputs.texts),
-            n_texts=len(texts),
-            n_used=len(texts),
-            text_ids=[t.text_id for t in texts],
-        ),
-        strategies=results,
+    report = _report(
+        "collapse",
+        inputs,
+        model,
+        texts,
+        len(texts),
+        results,
+        taus=list(taus),
+        edges=list(edges),
+        repetition_words=list(words),
     )
     title = f"{model.name.split('/')[-1]}: "
     write_results(
