@@ -16,7 +16,7 @@ from rich.progress import Progress as RichBar
 from rich.table import Table
 
 from ragidx.cli.app import app, err, handle_errors, out
-from ragidx.cli.options import Device, Json
+from ragidx.cli.options import Device, DType, Json
 from ragidx.errors import ConfigError, describe_validation
 from ragidx.evaluate.report import TASK_TITLES, EvalResults, compare_rows, table_rows
 from ragidx.evaluate.runner import EvalGrid, run_grid
@@ -167,6 +167,9 @@ def eval_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic tasks.")] = 0,
     device: Device = None,
+    dtype: Annotated[
+        DType, typer.Option(help="Weights and activations: auto is float32 on CPU, bfloat16 on CUDA.")
+    ] = DType.auto,
     batch_size: Annotated[int | None, typer.Option(min=1, help="Most windows per forward pass.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Recompute results already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -196,6 +199,7 @@ def eval_command(
         "out": str(out_dir),
         "cache_dir": None if no_cache else str(cache_dir),
         "device": device or "auto",
+        "dtype": dtype.value,
         "batch_size": batch_size,
         "force": force,
     }
@@ -226,7 +230,7 @@ def grid_command(
     """Run a TOML grid (models × strategies × max lengths × tasks) as one resumable batch.
 
     Keys: models, strategies, selections (lists of candidates, as --select), max_lengths, tasks,
-    lengths, seed, data_dir, out, cache_dir, device.
+    lengths, seed, data_dir, out, cache_dir, device, dtype.
     """
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))

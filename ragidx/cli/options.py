@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +23,17 @@ ConfigFile = Annotated[
     typer.Option("--config", "-c", help="TOML settings file, e.g. configs/default.toml; flags override it."),
 ]
 Device = Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N (default auto).")]
+
+
+class DType(StrEnum):
+    """Weights and activations of the encoder (``EncoderConfig.dtype``)."""
+
+    auto = "auto"
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 Hybrid = Annotated[
     str | None,

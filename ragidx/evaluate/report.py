@@ -63,6 +63,7 @@ class Hardware(BaseModel):
     threads: int
     torch: str
     platform: str
+    dtype: str | None = None  # None: written before the dtype was recorded (float32 on CPU)
 
 
 class EvalRecord(BaseModel):

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 import numpy as np
 import torch
@@ -97,6 +97,9 @@ class EvalGrid(BaseModel):
     out: str = Field(description="result folder")
     cache_dir: str | None = Field(None, description="embedding cache (None: no disk cache)")
     device: str = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto", description="weights and activations (auto: float32 on CPU, bfloat16/float16 on CUDA)"
+    )
     batch_size: int | None = Field(None, ge=1)
     force: bool = Field(False, description="recompute records already in results.json")
 
@@ -151,8 +154,9 @@ class _Stats:
 class _Encoders:
     """Loaded encoders, one per distinct (model, encoder overrides, active extension)."""
 
-    def __init__(self, device: str, batch_size: int | None):
+    def __init__(self, device: str, dtype: str, batch_size: int | None):
         self.device = device
+        self.dtype = dtype
         self.batch_size = batch_size
         self._loaded: dict[str, tuple[Encoder, str]] = {}
 
@@ -161,12 +165,26 @@ class _Encoders:
         active = extension.method != "none" or extension.uses_tau
         key = make_key(model=model, overrides=overrides, extension=extension.model_dump() if active else None)
         if key not in self._loaded:
-            settings: dict[str, Any] = {"model": model, "device": self.device, **overrides}
+            settings: dict[str, Any] = {
+                "model": model,
+                "device": self.device,
+                "dtype": self.dtype,
+                **overrides,
+            }
             if self.batch_size:
                 settings["batch_size"] = self.batch_size
             encoder = Encoder(EncoderConfig(**settings), extension=extension if active else None)
-            self._loaded[key] = (encoder, make_key(encoder=encoder.describe()))
+            self._loaded[key] = (encoder, make_key(encoder=_identity(encoder)))
         return self._loaded[key]
+
+
+def _identity(encoder: Encoder) -> dict[str, object]:
+    """What decides an encoder's vectors: its manifest description, plus the dtype when it is not
+    float32 (float32 keys stay as they were, so older caches keep serving CPU runs)."""
+    identity = encoder.describe()
+    if encoder.dtype != torch.float32:
+        identity["dtype"] = str(encoder.dtype).removeprefix("torch.")
+    return identity
 
 
 def hardware(encoder: Encoder) -> Hardware:
@@ -178,6 +196,7 @@ def hardware(encoder: Encoder) -> Hardware:
         cpu=platform.processor() or platform.machine(),
         threads=torch.get_num_threads(),
         torch=torch.__version__,
+        dtype=str(encoder.dtype).removeprefix("torch."),
         platform=platform.platform(),
     )
 
@@ -196,7 +215,7 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
     if command not in results.commands:
         results.commands.append(command)
     cache = EmbeddingCache(grid.cache_dir)
-    encoders = _Encoders(grid.device, grid.batch_size)
+    encoders = _Encoders(grid.device, grid.dtype, grid.batch_size)
     strategies = [parse(s) for s in grid.strategies]
     records = _Records(results, out, grid, progress)
 

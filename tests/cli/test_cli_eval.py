@@ -32,6 +32,8 @@ def evaluated(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 def test_eval_writes_the_result_folder(evaluated: Path) -> None:
     assert {p.name for p in evaluated.iterdir()} == {"results.json", "results.md", "runs", "plots"}
     assert len(list((evaluated / "runs").glob("*.trec.gz"))) == 2
+    records = json.loads((evaluated / "results.json").read_text())["records"]
+    assert {r["hardware"]["dtype"] for r in records} == {"float32"}  # --dtype auto on the CPU
 
 
 def test_compare_shows_folders_and_the_paper_rows(evaluated: Path) -> None:
@@ -94,6 +96,7 @@ def test_bad_input_is_one_line_and_an_exit_code(
         ('selections = [["chunk:256"]]', "select chunk:256: give at least two different strategies"),
         ('selections = [["chunk:256", "nope"]]', "strategy nope: unknown part"),
         ("strategies = []", "give at least one strategy (or a selection of strategies)"),
+        ('dtype = "float64"', "dtype: Input should be 'auto', 'float32', 'float16' or 'bfloat16'"),
     ],
 )
 def test_bad_grid_file_names_the_file(line: str, message: str, tmp_path: Path) -> None:

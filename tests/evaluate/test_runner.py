@@ -16,12 +16,11 @@ from ragidx.trec import read_run_file
 
 
 def _grid(tiny_model: Path, tmp_path: Path, strategies: list[str], **extra) -> EvalGrid:
-    settings = {"lengths": [256], "max_lengths": [256], **extra}
+    settings = {"lengths": [256], "max_lengths": [256], "out": str(tmp_path / "out"), **extra}
     return EvalGrid(
         models=[str(tiny_model)],
         tasks=["passkey"],
         strategies=strategies,
-        out=str(tmp_path / "out"),
         cache_dir=str(tmp_path / "cache"),
         device="cpu",
         **settings,
@@ -53,6 +52,20 @@ def test_grid_writes_records_runs_table_and_plots(tiny_model: Path, tiny_encoder
     assert (
         out / "plots" / f"passkey__{''.join(c if c.isalnum() else '_' for c in str(tiny_model))}.png"
     ).is_file()
+
+
+def test_dtype_is_recorded_and_keys_the_cache(tiny_model: Path, tmp_path: Path) -> None:
+    """bfloat16 vectors never serve a float32 run (or back); float32 keeps the keys ``auto`` had on CPU."""
+    auto = run_grid(_grid(tiny_model, tmp_path, ["chunk"]), command="a").records[0]
+    assert auto.hardware.dtype == "float32"
+    same = _grid(tiny_model, tmp_path, ["chunk"], dtype="float32", out=str(tmp_path / "f32"))
+    assert run_grid(same, command="b").records[0].timing.docs_cached == 100
+    half = _grid(tiny_model, tmp_path, ["chunk"], dtype="bfloat16", out=str(tmp_path / "bf16"))
+    record = run_grid(half, command="c").records[0]
+    assert record.hardware.dtype == "bfloat16"
+    assert record.timing.docs_embedded == 100 and record.timing.queries_cached == 0
+    again = run_grid(half.model_copy(update={"force": True}), command="d").records[0]
+    assert again.timing.docs_cached == 100 and again.metrics == pytest.approx(record.metrics)
 
 
 def test_rerun_skips_done_records_and_reuses_cached_embeddings(tiny_model: Path, tmp_path: Path) -> None:
