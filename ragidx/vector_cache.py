@@ -1,12 +1,13 @@
 """On-disk embedding cache of ``ragidx eval`` and ``ragidx probe``: Parquet part files, keyed per text
 and recipe.
 
-A key is the sha256 of what decides a document's vectors: the model's weights fingerprint and
-encoder settings (pooling, prompts, window), the document's content hash, and the embedding recipe
-of its plan (single vector or chunks, the token spans, and the extension parameters when the
-document really ran extended, or τ). A short document embedded ``whole`` therefore has the same key
-under every strategy, and a rerun, an added strategy or a longer max length only embeds what is
-new. Rows are one vector each (key, ordinal, model, strategy, kind, content sha256, vector).
+A key is the sha256 of what decides a vector: the model's weights fingerprint and encoder settings
+(pooling, prompts, window, a dtype other than float32), the document's content hash, and the
+recipe: for plain windows one key per window (its token span, and the extension parameters or τ),
+for late passes and hybrid document vectors one key per document plan. A short document embedded
+``whole`` therefore has the same key under every strategy, ``truncate``, ``chunk`` and ``pcw``
+share the windows they have in common, and a rerun, an added strategy or a longer max length only
+embeds what is new. Rows are one vector each (key, ordinal, model, strategy, kind, content sha256, vector).
 
 New rows are written as a new part file (``part-<time>-<random>.parquet``, written to a temporary
 name and renamed), so an interrupted run keeps every flushed part and never leaves a half file.

@@ -533,29 +533,27 @@ def embed_documents(
     found: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
     plans: dict[str, EmbedPlan] = {}
     modes: Counter[str] = Counter()
-    pending: list[tuple[str, str, str, Tokens, EmbedPlan]] = []
+    pending: list[_Raw] = []
     for doc_id, text in group.corpus.items():
         tokens = encoder.tokenize(text, "document")
         if not len(tokens):
             raise ConfigError(f"document {doc_id!r} has no tokens; remove it from the corpus")
         plans[doc_id] = plan_tokens(encoder, tokens, long_doc)
         modes[long_doc.label(plans[doc_id].mode)] += 1
-        raw_plan = plan_tokens(encoder, tokens, recipe)
-        sha = content_hash(text)
-        key = _document_key(encoder_id, recipe.extension, raw_plan, sha)
-        cached = cache.get(key)
-        if cached is not None:
-            found[doc_id] = _split_raw(raw_plan, cached)
+        raw = _Raw(doc_id, content_hash(text), tokens, plan_tokens(encoder, tokens, recipe))
+        raw.find(cache, encoder_id, recipe.extension)
+        if raw.complete:
+            found[doc_id] = raw.vectors()
             stats.docs_cached += 1
             continue
-        pending.append((doc_id, key, sha, tokens, raw_plan))
-    total = sum(_plan_tokens(encoder, tokens, p) for *_, tokens, p in pending)
+        pending.append(raw)
+    total = sum(_plan_tokens(encoder, raw.tokens, raw.todo) for raw in pending)
     progress.stage(f"{group.name}: embed documents", total)
-    batch: list[tuple[str, str, str, Tokens, EmbedPlan]] = []
+    batch: list[_Raw] = []
     size = 0
     for item in pending:
         batch.append(item)
-        size += _plan_tokens(encoder, item[3], item[4])
+        size += _plan_tokens(encoder, item.tokens, item.todo)
         if size >= FLUSH_TOKENS:
             _embed_batch(encoder, strategy, fingerprint, batch, found, cache, stats, progress)
             batch, size = [], 0
@@ -588,15 +586,84 @@ def _plan_tokens(encoder: Encoder, tokens: Tokens, doc_plan: EmbedPlan) -> int:
     return sum(e - s + extra for s, e in spans)
 
 
-def _split_raw(doc_plan: EmbedPlan, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """A cached raw array back into (chunk vectors, document vector): the document row is first."""
-    if isinstance(doc_plan.document, EmbedPlan) or (doc_plan.document == "pass" and doc_plan.passes):
-        return rows[1:], rows[0]
-    return rows, None
+@dataclass
+class _Raw:
+    """One document's raw vectors (un-normalised, as :func:`~ragidx.longdoc.embed_raw` returns them)
+    and where the cache keeps them. A plan of plain windows (``whole``, ``truncate``, ``chunk``,
+    ``pcw``, one ``extend`` pass) is cached per window, so strategies share the windows they have in
+    common (``truncate``'s window is the first of ``chunk``'s and ``pcw``'s); a plan with late
+    passes or its own document vector is cached as one entry."""
+
+    doc_id: str
+    sha: str
+    tokens: Tokens
+    plan: EmbedPlan
+    keys: list[str] = field(default_factory=list)
+    rows: list[np.ndarray | None] = field(default_factory=list)  # per key; None: still to embed
+
+    @property
+    def per_window(self) -> bool:
+        return not self.plan.passes and self.plan.document is None
+
+    def find(self, cache: EmbeddingCache, encoder_id: str, extension: ExtensionConfig) -> None:
+        if self.per_window:
+            self.keys = [_window_key(encoder_id, extension, span, self.sha) for span in self.plan.spans]
+        else:
+            self.keys = [_document_key(encoder_id, extension, self.plan, self.sha)]
+        self.rows = [cache.get(key) for key in self.keys]
+
+    @property
+    def complete(self) -> bool:
+        return all(row is not None for row in self.rows)
+
+    @property
+    def todo(self) -> EmbedPlan:
+        """What is still to embed: the missing windows, or the whole plan."""
+        if not self.per_window:
+            return self.plan
+        missing = [span for span, row in zip(self.plan.spans, self.rows, strict=True) if row is None]
+        return replace(self.plan, spans=missing)
+
+    def fill(self, chunks: np.ndarray, document: np.ndarray | None) -> list[tuple[str, np.ndarray]]:
+        """Take the embedded :attr:`todo`'s vectors; returns the new (key, rows) cache entries."""
+        if not self.per_window:
+            self.rows = [chunks if document is None else np.vstack([document[None, :], chunks])]
+            return [(self.keys[0], self.rows[0])]
+        new = iter(chunks)
+        fresh: list[tuple[str, np.ndarray]] = []
+        for i, row in enumerate(self.rows):
+            if row is None:
+                self.rows[i] = next(new)[None, :]
+                fresh.append((self.keys[i], self.rows[i]))
+        return fresh
+
+    def vectors(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(chunk vectors, document vector): what :func:`~ragidx.longdoc.combine` takes."""
+        if self.per_window:
+            return np.vstack(self.rows), None
+        rows = self.rows[0]
+        assert rows is not None
+        document = self.plan.document
+        if isinstance(document, EmbedPlan) or (document == "pass" and self.plan.passes):
+            return rows[1:], rows[0]  # the document row is first
+        return rows, None
+
+
+def _recipe_extension(extension: ExtensionConfig) -> dict[str, Any]:
+    """The extension parameters that change a document's vectors (τ alone when nothing extends)."""
+    if extension.method != "none":
+        return {"extension": extension.model_dump(exclude={"query_tau"})}
+    return {"tau": extension.tau} if extension.tau != 1.0 else {}
+
+
+def _window_key(encoder_id: str, extension: ExtensionConfig, span: tuple[int, int], sha: str) -> str:
+    """What decides one plain window's raw vector: the encoder, the extension, the span, the text."""
+    recipe = {"raw": 3, "window": list(span), **_recipe_extension(extension)}
+    return make_key(encoder=encoder_id, recipe=recipe, document=sha)
 
 
 def _document_key(encoder_id: str, extension: ExtensionConfig, doc_plan: EmbedPlan, sha: str) -> str:
-    """What decides a document's raw vectors (see :mod:`ragidx.vector_cache`)."""
+    """What decides a late or hybrid document's raw vectors (see :mod:`ragidx.vector_cache`)."""
     document = doc_plan.document
     recipe: dict[str, Any] = {
         "raw": 2,
@@ -604,11 +671,8 @@ def _document_key(encoder_id: str, extension: ExtensionConfig, doc_plan: EmbedPl
         "spans": doc_plan.spans,
         "passes": doc_plan.passes,
         "document": document.windows if isinstance(document, EmbedPlan) else document,
+        **_recipe_extension(extension),
     }
-    if extension.method != "none":
-        recipe["extension"] = extension.model_dump(exclude={"query_tau"})
-    elif extension.tau != 1.0:
-        recipe["tau"] = extension.tau
     return make_key(encoder=encoder_id, recipe=recipe, document=sha)
 
 
@@ -616,7 +680,7 @@ def _embed_batch(
     encoder: Encoder,
     strategy: Strategy,
     fingerprint: str,
-    batch: list[tuple[str, str, str, Tokens, EmbedPlan]],
+    batch: list[_Raw],
     found: dict[str, tuple[np.ndarray, np.ndarray | None]],
     cache: EmbeddingCache,
     stats: _Stats,
@@ -625,13 +689,14 @@ def _embed_batch(
     if not batch:
         return
     started = time.perf_counter()
-    raw = embed_raw(encoder, [(tokens, p) for *_, tokens, p in batch], on_batch=progress.advance)
+    raw = embed_raw(encoder, [(item.tokens, item.todo) for item in batch], on_batch=progress.advance)
     stats.embed_seconds += time.perf_counter() - started
-    stats.tokens += sum(_plan_tokens(encoder, tokens, p) for *_, tokens, p in batch)
-    for (doc_id, key, sha, _, _), (chunks, document) in zip(batch, raw, strict=True):
-        found[doc_id] = (chunks, document)
-        rows = chunks if document is None else np.vstack([document[None, :], chunks])
-        cache.put(key, rows, model=fingerprint, strategy=strategy.spec, kind="document", sha256=sha)
+    stats.tokens += sum(_plan_tokens(encoder, item.tokens, item.todo) for item in batch)
+    for item, (chunks, document) in zip(batch, raw, strict=True):
+        kind = "window" if item.per_window else "document"
+        for key, rows in item.fill(chunks, document):
+            cache.put(key, rows, model=fingerprint, strategy=strategy.spec, kind=kind, sha256=item.sha)
+        found[item.doc_id] = item.vectors()
         stats.docs_embedded += 1
     cache.flush()
 

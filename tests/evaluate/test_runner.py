@@ -16,12 +16,17 @@ from ragidx.trec import read_run_file
 
 
 def _grid(tiny_model: Path, tmp_path: Path, strategies: list[str], **extra) -> EvalGrid:
-    settings = {"lengths": [256], "max_lengths": [256], "out": str(tmp_path / "out"), **extra}
+    settings = {
+        "lengths": [256],
+        "max_lengths": [256],
+        "out": str(tmp_path / "out"),
+        "cache_dir": str(tmp_path / "cache"),
+        **extra,
+    }
     return EvalGrid(
         models=[str(tiny_model)],
         tasks=["passkey"],
         strategies=strategies,
-        cache_dir=str(tmp_path / "cache"),
         device="cpu",
         **settings,
     )
@@ -80,6 +85,27 @@ def test_rerun_skips_done_records_and_reuses_cached_embeddings(tiny_model: Path,
         assert after.timing.docs_embedded == 0 and after.timing.docs_cached == 100
         assert after.timing.queries_cached == 50
         assert after.metrics == pytest.approx(before.metrics)
+
+
+def test_strategies_share_the_windows_they_have_in_common(tiny_model: Path, tmp_path: Path) -> None:
+    """Plain windows are cached one by one: truncate's window is chunk's first, pcw embeds only the
+    windows chunk did not; and vectors put together from the cache equal a fresh run's."""
+    chunk = run_grid(_grid(tiny_model, tmp_path, ["chunk"]), command="a").records[0]
+    truncate, pcw = run_grid(_grid(tiny_model, tmp_path, ["chunk", "truncate", "pcw"]), command="b").records[
+        1:
+    ]
+    assert truncate.timing.docs_cached == 100 and truncate.timing.tokens_embedded == 0
+    fresh = _grid(tiny_model, tmp_path, ["pcw"], cache_dir=None, out=str(tmp_path / "fresh"))
+    alone = run_grid(fresh, command="c").records[0]
+    assert 0 < pcw.timing.tokens_embedded < alone.timing.tokens_embedded  # the shared windows are skipped
+    assert pcw.timing.docs_embedded == 100  # each document still had windows of its own to embed
+    assert pcw.metrics == pytest.approx(alone.metrics)
+    cached_run = read_run_file(tmp_path / "out" / pcw.run_file)
+    fresh_run = read_run_file(tmp_path / "fresh" / alone.run_file)
+    assert cached_run.keys() == fresh_run.keys()
+    for qid, hits in fresh_run.items():
+        assert cached_run[qid] == pytest.approx(hits, abs=1e-5)
+    assert chunk.timing.tokens_embedded > 0
 
 
 class _Interrupt:
