@@ -42,6 +42,9 @@ _OFFSET_POSITION_MODELS = {"roberta", "xlm-roberta", "camembert", "mpnet", "long
 _POOLER_MODELS = {"bert", "roberta", "xlm-roberta", "camembert", "mpnet", "electra"}
 
 
+DTypeName = Literal["auto", "float32", "float16", "bfloat16"]
+
+
 class EncoderConfig(BaseModel):
     """Which encoder to run and how; saved (minus run-time choices) in the index manifest."""
 
@@ -50,7 +53,7 @@ class EncoderConfig(BaseModel):
     model: str = Field("default", description="'default', a local folder, or a hub id")
     revision: str | None = Field(None, description="hub revision (branch, tag or commit)")
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    dtype: DTypeName = "auto"
     max_length: int | None = Field(None, ge=8, description="window in tokens (default: model's)")
     batch_size: int = Field(32, ge=1, description="most windows in one forward pass")
     max_batch_tokens: int | None = Field(

@@ -7,7 +7,8 @@ recipe: for plain windows one key per window (its token span, and the extension 
 for late passes and hybrid document vectors one key per document plan. A short document embedded
 ``whole`` therefore has the same key under every strategy, ``truncate``, ``chunk`` and ``pcw``
 share the windows they have in common, and a rerun, an added strategy or a longer max length only
-embeds what is new. Rows are one vector each (key, ordinal, model, strategy, kind, content sha256, vector).
+embeds what is new. Rows are one vector each (key, ordinal, model, strategy, kind, content sha256,
+vector).
 
 New rows are written as a new part file (``part-<time>-<random>.parquet``, written to a temporary
 name and renamed), so an interrupted run keeps every flushed part and never leaves a half file.

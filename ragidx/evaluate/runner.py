@@ -24,14 +24,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragidx import __version__
-from ragidx.encoder import Encoder, EncoderConfig, Tokens
+from ragidx.encoder import DTypeName, Encoder, EncoderConfig, Tokens
 from ragidx.errors import ConfigError
 from ragidx.evaluate.metrics import evaluate, per_query
 from ragidx.evaluate.report import (
@@ -97,7 +97,7 @@ class EvalGrid(BaseModel):
     out: str = Field(description="result folder")
     cache_dir: str | None = Field(None, description="embedding cache (None: no disk cache)")
     device: str = "auto"
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+    dtype: DTypeName = Field(
         "auto", description="weights and activations (auto: float32 on CPU, bfloat16/float16 on CUDA)"
     )
     batch_size: int | None = Field(None, ge=1)
@@ -183,8 +183,12 @@ def _identity(encoder: Encoder) -> dict[str, object]:
     float32 (float32 keys stay as they were, so older caches keep serving CPU runs)."""
     identity = encoder.describe()
     if encoder.dtype != torch.float32:
-        identity["dtype"] = str(encoder.dtype).removeprefix("torch.")
+        identity["dtype"] = _dtype_name(encoder)
     return identity
+
+
+def _dtype_name(encoder: Encoder) -> str:
+    return str(encoder.dtype).removeprefix("torch.")
 
 
 def hardware(encoder: Encoder) -> Hardware:
@@ -196,7 +200,7 @@ def hardware(encoder: Encoder) -> Hardware:
         cpu=platform.processor() or platform.machine(),
         threads=torch.get_num_threads(),
         torch=torch.__version__,
-        dtype=str(encoder.dtype).removeprefix("torch."),
+        dtype=_dtype_name(encoder),
         platform=platform.platform(),
     )
 
@@ -540,8 +544,8 @@ def embed_documents(
             raise ConfigError(f"document {doc_id!r} has no tokens; remove it from the corpus")
         plans[doc_id] = plan_tokens(encoder, tokens, long_doc)
         modes[long_doc.label(plans[doc_id].mode)] += 1
-        raw = _Raw(doc_id, content_hash(text), tokens, plan_tokens(encoder, tokens, recipe))
-        raw.find(cache, encoder_id, recipe.extension)
+        raw_plan = plan_tokens(encoder, tokens, recipe)
+        raw = _Raw.look_up(cache, encoder_id, recipe.extension, doc_id, content_hash(text), tokens, raw_plan)
         if raw.complete:
             found[doc_id] = raw.vectors()
             stats.docs_cached += 1
@@ -598,19 +602,30 @@ class _Raw:
     sha: str
     tokens: Tokens
     plan: EmbedPlan
-    keys: list[str] = field(default_factory=list)
-    rows: list[np.ndarray | None] = field(default_factory=list)  # per key; None: still to embed
+    keys: list[str]
+    rows: list[np.ndarray | None]  # per key; None: still to embed
+
+    @classmethod
+    def look_up(
+        cls,
+        cache: EmbeddingCache,
+        encoder_id: str,
+        extension: ExtensionConfig,
+        doc_id: str,
+        sha: str,
+        tokens: Tokens,
+        plan: EmbedPlan,
+    ) -> _Raw:
+        """The document's cache keys, and the rows the cache already holds under them."""
+        if _per_window(plan):
+            keys = [_window_key(encoder_id, extension, span, sha) for span in plan.spans]
+        else:
+            keys = [_document_key(encoder_id, extension, plan, sha)]
+        return cls(doc_id, sha, tokens, plan, keys, [cache.get(key) for key in keys])
 
     @property
     def per_window(self) -> bool:
-        return not self.plan.passes and self.plan.document is None
-
-    def find(self, cache: EmbeddingCache, encoder_id: str, extension: ExtensionConfig) -> None:
-        if self.per_window:
-            self.keys = [_window_key(encoder_id, extension, span, self.sha) for span in self.plan.spans]
-        else:
-            self.keys = [_document_key(encoder_id, extension, self.plan, self.sha)]
-        self.rows = [cache.get(key) for key in self.keys]
+        return _per_window(self.plan)
 
     @property
     def complete(self) -> bool:
@@ -647,6 +662,11 @@ class _Raw:
         if isinstance(document, EmbedPlan) or (document == "pass" and self.plan.passes):
             return rows[1:], rows[0]  # the document row is first
         return rows, None
+
+
+def _per_window(plan: EmbedPlan) -> bool:
+    """True for a plan of plain windows (no late passes, no document vector of its own)."""
+    return not plan.passes and plan.document is None
 
 
 def _recipe_extension(extension: ExtensionConfig) -> dict[str, Any]:

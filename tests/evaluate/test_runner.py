@@ -60,7 +60,7 @@ def test_grid_writes_records_runs_table_and_plots(tiny_model: Path, tiny_encoder
 
 
 def test_dtype_is_recorded_and_keys_the_cache(tiny_model: Path, tmp_path: Path) -> None:
-    """bfloat16 vectors never serve a float32 run (or back); float32 keeps the keys ``auto`` had on CPU."""
+    """bfloat16 vectors never serve a float32 run; float32 keeps the keys ``auto`` had on CPU."""
     auto = run_grid(_grid(tiny_model, tmp_path, ["chunk"]), command="a").records[0]
     assert auto.hardware.dtype == "float32"
     same = _grid(tiny_model, tmp_path, ["chunk"], dtype="float32", out=str(tmp_path / "f32"))
