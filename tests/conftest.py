@@ -205,6 +205,25 @@ def write_docs(root: Path, n: int, seed: int = 0, words: int = 30) -> Path:
     return root
 
 
+def write_qmsum(root: Path, meetings: int) -> Path:
+    """A QMSum-layout folder (``root/qmsum/longembed_style``) of ``meetings`` short meetings with two
+    summaries each; summary ``M0_q0`` is judged on meetings M0 and M1. Returns ``root`` (the data dir)."""
+    folder = root / "qmsum" / "longembed_style"
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = [
+        {"id": f"M{i}", "text": f"meeting {i} talks about topic {i} and budget {i * 7}"}
+        for i in range(meetings)
+    ]
+    queries = [
+        {"id": f"M{i}_q{j}", "text": f"summary {j}: topic {i}"} for i in range(meetings) for j in range(2)
+    ]
+    qrels = [{"query_id": q["id"], "doc_id": q["id"].split("_")[0], "score": 1} for q in queries]
+    qrels.append({"query_id": "M0_q0", "doc_id": "M1", "score": 1})
+    for name, rows in (("corpus", corpus), ("queries", queries), ("qrels", qrels)):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
 @pytest.fixture(scope="session")
 def local_ray():
     """A local Ray instance on 2 CPUs for the distributed-ingest tests, shut down after the session."""

@@ -18,7 +18,7 @@ from rich.table import Table
 from ragidx.cli.app import app, err, handle_errors, out
 from ragidx.cli.options import Device, DType, Json
 from ragidx.errors import ConfigError, describe_validation
-from ragidx.evaluate.report import TASK_TITLES, EvalResults, compare_rows, table_rows
+from ragidx.evaluate.report import EvalResults, compare_rows, table_rows, task_title
 from ragidx.evaluate.runner import EvalGrid, run_grid
 from ragidx.evaluate.tasks import DATA_ENV
 
@@ -102,7 +102,7 @@ def _print_table(title: str, tasks: list[str], rows: list[tuple[str, dict[str, f
     table = Table(title=title, title_justify="left")
     table.add_column("strategy")
     for name in [*tasks, "avg"]:
-        table.add_column(TASK_TITLES.get(name, name), justify="right")
+        table.add_column(task_title(name), justify="right")
     for name, scores in rows:
         table.add_row(name, *[f"{scores[t]:.1f}" if t in scores else "–" for t in [*tasks, "avg"]])
     out.print(table)
@@ -165,7 +165,16 @@ def eval_command(
         Path, typer.Option(help=f"Embedding cache (Parquet; env {CACHE_ENV}).")
     ] = DEFAULT_CACHE,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache.")] = False,
-    seed: Annotated[int, typer.Option(help="Seed of the synthetic tasks.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic tasks and of --sample.")] = 0,
+    sample: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Real tasks: a seeded sample of N documents and the queries judged on them, "
+            "recorded as task NAME[N] (e.g. qmsum[64]) apart from the full task: for slow models on "
+            "a CPU.",
+        ),
+    ] = None,
     device: Device = None,
     dtype: Annotated[
         DType, typer.Option(help="Weights and activations: auto is float32 on CPU, bfloat16 on CUDA.")
@@ -195,6 +204,7 @@ def eval_command(
         "selections": [[c.strip() for c in value.split(",") if c.strip()] for value in select or []],
         "max_lengths": _lengths(max_length) or [4096],
         "seed": seed,
+        "sample": sample,
         "data_dir": str(data_dir) if data_dir else None,
         "out": str(out_dir),
         "cache_dir": None if no_cache else str(cache_dir),
@@ -230,7 +240,7 @@ def grid_command(
     """Run a TOML grid (models × strategies × max lengths × tasks) as one resumable batch.
 
     Keys: models, strategies, selections (lists of candidates, as --select), max_lengths, tasks,
-    lengths, seed, data_dir, out, cache_dir, device, dtype.
+    lengths, seed, sample, data_dir, out, cache_dir, device, dtype.
     """
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))

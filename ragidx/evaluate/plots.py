@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragidx.evaluate.report import (
-    TASK_TITLES,
     EvalRecord,
     EvalResults,
     label,
     merge_lengths,
     pareto,
     task_column,
+    task_title,
 )
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
                 _synthetic(axes, rows)
             else:
                 _real(axes, rows)
-            axes.set_title(f"{TASK_TITLES.get(task, task)} — {model}")
+            axes.set_title(f"{task_title(task)} — {model}")
             axes.grid(alpha=0.3)
             axes.legend(fontsize=8)
             figure.tight_layout()
@@ -81,7 +81,7 @@ def _tradeoff(plt: object, rows: list[EvalRecord], folder: Path, task: str, mode
     axes.set_xscale("log")
     axes.set_xlabel("vectors per document (index size)")
     axes.set_ylabel(f"{rows[0].main_metric} (%)")
-    axes.set_title(f"{TASK_TITLES.get(task, task)}: quality vs vectors per document — {model}")
+    axes.set_title(f"{task_title(task)}: quality vs vectors per document — {model}")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()

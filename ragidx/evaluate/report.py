@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from ragidx.errors import InputError, describe_validation
+from ragidx.evaluate.tasks import sample_size
 
 RESULTS_FILE = "results.json"
 # Column order of LongEmbed's tables; other tasks follow in name order.
@@ -144,6 +145,13 @@ def merge_lengths(records: Sequence[EvalRecord]) -> list[EvalRecord]:
     return out
 
 
+def task_title(column: str) -> str:
+    """A task column's title: "QMSum", or "QMSum, 64 docs" for a sample of its documents."""
+    base, sample = sample_size(column)
+    title = TASK_TITLES.get(base, base)
+    return title if sample is None else f"{title}, {sample} docs"
+
+
 def task_column(task: str) -> str:
     """A task's column name: LongEmbed configs and the local QMSum split share one column."""
     return task.removeprefix("longembed:")
@@ -212,7 +220,7 @@ def markdown(results: EvalResults) -> str:
         "real tasks; `avg` = mean over the tasks run (LongEmbed average when all six are present).",
         "",
     ]
-    lines += _table(["strategy", *[TASK_TITLES.get(t, t) for t in tasks], "avg"], rows, [*tasks, "avg"])
+    lines += _table(["strategy", *[task_title(t) for t in tasks], "avg"], rows, [*tasks, "avg"])
     for task in tasks:
         synthetic = [r for r in records if task_column(r.task) == task and r.groups[0].length]
         if synthetic:
@@ -222,7 +230,7 @@ def markdown(results: EvalResults) -> str:
                 (label(r, models), {str(g.length): g.metrics["acc@1"] for g in r.groups} | {"avg": r.score})
                 for r in synthetic
             ]
-            lines += ["", f"## {TASK_TITLES.get(task, task)}: Acc@1 per length", ""]
+            lines += ["", f"## {task_title(task)}: Acc@1 per length", ""]
             lines += _table(["strategy", *map(str, lengths), "avg"], per_length, [*map(str, lengths), "avg"])
     lines += ["", "## Whole document vs chunking", "", *verdicts(records)]
     if any("vectors_per_doc" in r.parameters for r in records):
@@ -269,7 +277,7 @@ def verdicts(records: Sequence[EvalRecord]) -> list[str]:
                 verdict = "whole wins" if ws > cs else "chunking wins" if cs > ws else "tie"
                 if ws != cs and _fits_window(w, group):  # then no strategy extended or chunked
                     verdict = "every document fits the window (nothing extended: τ or pooling differ)"
-                where = f"{TASK_TITLES.get(task, task)}" + (f" {group}" if group != "all" else "")
+                where = f"{task_title(task)}" + (f" {group}" if group != "all" else "")
                 lines.append(
                     f"- {model}, {where}: {verdict} — best whole {label(w, 1)} {ws:.1f} vs "
                     f"best chunked {label(c, 1)} {cs:.1f}"
@@ -309,7 +317,7 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
             continue
         front = pareto(mine)
         lines += [
-            f"**{TASK_TITLES.get(task, task)}** ({mine[0].main_metric}; ★ = Pareto front)",
+            f"**{task_title(task)}** ({mine[0].main_metric}; ★ = Pareto front)",
             "",
             "| strategy | vectors / doc | index KiB / doc | encoder tokens/s | score | tuned per group |",
             "|---|---|---|---|---|---|",

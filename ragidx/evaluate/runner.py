@@ -93,6 +93,9 @@ class EvalGrid(BaseModel):
     tasks: list[str] = Field(min_length=1)
     lengths: list[int] = Field(default_factory=lambda: list(LENGTHS), description="passkey/needle lengths")
     seed: int = 0
+    sample: int | None = Field(
+        None, ge=1, description="real tasks: a seeded sample of this many documents (task NAME[N])"
+    )
     data_dir: str | None = Field(None, description="evaluation data (default $RAGIDX_EVAL_DATA)")
     out: str = Field(description="result folder")
     cache_dir: str | None = Field(None, description="embedding cache (None: no disk cache)")
@@ -235,7 +238,9 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
         fingerprint = base.folder.fingerprint()
         cache.load(fingerprint)
         tasks = [
-            load_task(t, encoder=base, data=grid.data_dir, lengths=grid.lengths, seed=grid.seed)
+            load_task(
+                t, encoder=base, data=grid.data_dir, lengths=grid.lengths, seed=grid.seed, sample=grid.sample
+            )
             for t in grid.tasks
         ]
         for task in tasks:

@@ -17,6 +17,12 @@ mean of its groups' main metric (LongEmbed §2.2).
   ``qrels.jsonl``/``qrels.tsv``); documents are ``"{title} {text}".strip()``.
 * ``longembed:CONFIG``: the ``dwzhu/LongEmbed`` layout (``CONFIG/{corpus,queries,qrels}.jsonl``,
   ``context_length`` groups for passkey/needle) from disk, or from the hub when online.
+
+A real task can be cut to a seeded **sample** of its documents (``sample=N``, e.g. to run a slow
+model on a CPU): N documents drawn with the seed, the queries judged relevant to at least one of
+them, their judgements restricted to the sample. The task is then named ``NAME[N]`` (title "QMSum,
+64 docs"), so its records never mix with the full task's; its scores are on a smaller candidate
+pool and compare only with other runs on the same sample.
 """
 
 from __future__ import annotations
@@ -91,9 +97,17 @@ def load_task(
     data: str | Path | None = None,
     lengths: Sequence[int] = LENGTHS,
     seed: int = 0,
+    sample: int | None = None,
 ) -> Task:
-    """Build or load the task named ``spec`` (see the module docstring for the names)."""
-    root = data_dir(data)
+    """Build or load the task named ``spec`` (see the module docstring for the names); a real task
+    cut to ``sample`` documents when given (synthetic tasks have their own size)."""
+    task = _load(spec, encoder, data_dir(data), lengths, seed)
+    return sampled(task, sample, seed) if sample is not None and task.kind == "real" else task
+
+
+def _load(
+    spec: str, encoder: Tokenizing | None, root: Path | None, lengths: Sequence[int], seed: int
+) -> Task:
     if spec in ("passkey", "needle"):
         if encoder is None:
             raise ValueError("generating a synthetic task needs the encoder's tokenizer")
@@ -122,6 +136,48 @@ def _find(root: Path | None, task: str, candidates: Sequence[str]) -> Path:
             return folder
     wanted = "corpus.jsonl, queries.jsonl, qrels.jsonl" if task == "qmsum" else "Paul Graham essays (*.txt)"
     raise InputError(f"{root}: no {task} data found (looked in {', '.join(candidates)} for {wanted})")
+
+
+def sampled(task: Task, n: int, seed: int = 0) -> Task:
+    """``task`` with each group cut to ``n`` documents drawn with ``seed`` and the queries judged on
+    them (the whole task when it has no more than ``n`` documents)."""
+    if n < 1:
+        raise ConfigError(f"a sample needs at least one document; got {n}")
+    if all(len(g.corpus) <= n for g in task.groups):
+        return task
+    groups = []
+    for group in task.groups:
+        rng = random.Random(f"sample/{seed}/{task.name}/{group.name}")
+        kept = set(rng.sample(sorted(group.corpus), min(n, len(group.corpus))))
+        qrels = {
+            qid: judged
+            for qid, all_judged in group.qrels.items()
+            if (judged := {d: r for d, r in all_judged.items() if d in kept})
+            and any(r > 0 for r in judged.values())
+        }
+        if not qrels:
+            raise InputError(f"{task.source}: no query is judged on the {n} sampled documents; sample more")
+        groups.append(
+            TaskGroup(
+                group.name,
+                {d: t for d, t in group.corpus.items() if d in kept},
+                {q: t for q, t in group.queries.items() if q in qrels},
+                qrels,
+                group.length,
+                {d: v for d, v in group.depths.items() if d in kept},
+            )
+        )
+    total = max(len(g.corpus) for g in task.groups)
+    source = f"{task.source} (sample of {n} of {total} documents, seed {seed})"
+    return Task(f"{task.name}[{n}]", task.kind, groups, source)
+
+
+def sample_size(name: str) -> tuple[str, int | None]:
+    """``("qmsum", 64)`` for ``"qmsum[64]"``; ``(name, None)`` for a task that is not a sample."""
+    base, bracket, rest = name.partition("[")
+    if bracket and rest.endswith("]") and rest[:-1].isdigit():
+        return base, int(rest[:-1])
+    return name, None
 
 
 # ----------------------------------------------------------------------------- synthetic tasks

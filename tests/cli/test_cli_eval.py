@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from ragidx.cli import app
 from ragidx.trec import read_run_file
+from tests.conftest import write_qmsum
 
 runner = CliRunner()
 
@@ -138,3 +139,20 @@ def test_select_through_the_cli_and_a_grid_file(tiny_model: Path, tmp_path: Path
     assert again.output.count("done earlier") == 3
     resumed = json.loads((out / "results.json").read_text())["records"]
     assert [r["created"] for r in resumed] == [r["created"] for r in records]  # nothing recomputed
+
+
+def test_sample_through_the_cli_and_compare(tiny_model: Path, tmp_path: Path) -> None:
+    """--sample N runs qmsum[N] (its own column), and compare titles it "QMSum, N docs"."""
+    data = write_qmsum(tmp_path / "data", 6)
+    out = tmp_path / "sampled"
+    args = ["eval", "-t", "qmsum", "-m", str(tiny_model), "-s", "truncate", "--sample", "3", "--seed", "1"]
+    args += ["--data-dir", str(data), "--max-length", "256", "--out", str(out), "--device", "cpu", "--json"]
+    result = runner.invoke(app, [*args, "--no-cache"])
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)["records"]
+    assert record["task"] == "qmsum[3]" and record["groups"][0]["n_docs"] == 3
+    assert "sample of 3 of 6 documents, seed 1" in record["task_source"]
+    table = runner.invoke(app, ["eval", "compare", str(out), "--no-reference"])
+    assert table.exit_code == 0 and "QMSum, 3 docs" in table.stdout
+    refused = runner.invoke(app, [*args[:-1], "--sample", "0"])
+    assert refused.exit_code == 2 and "--sample" in refused.output

@@ -13,10 +13,12 @@ from ragidx.evaluate.report import EvalRecord, Hardware, Timing, read_results
 from ragidx.evaluate.runner import EvalGrid, run_grid, search
 from ragidx.evaluate.tasks import Task, TaskGroup, load_task
 from ragidx.trec import read_run_file
+from tests.conftest import write_qmsum
 
 
 def _grid(tiny_model: Path, tmp_path: Path, strategies: list[str], **extra) -> EvalGrid:
     settings = {
+        "tasks": ["passkey"],
         "lengths": [256],
         "max_lengths": [256],
         "out": str(tmp_path / "out"),
@@ -25,7 +27,6 @@ def _grid(tiny_model: Path, tmp_path: Path, strategies: list[str], **extra) -> E
     }
     return EvalGrid(
         models=[str(tiny_model)],
-        tasks=["passkey"],
         strategies=strategies,
         device="cpu",
         **settings,
@@ -449,3 +450,13 @@ def test_shipped_pipeline_grids_are_valid(grid: Path) -> None:
 
     loaded = EvalGrid(**tomllib.loads(grid.read_text(encoding="utf-8")))
     assert loaded.tasks and loaded.strategies and loaded.out.startswith("results/")
+
+
+def test_a_sampled_real_task_is_its_own_task(tiny_model: Path, tmp_path: Path) -> None:
+    """--sample N: N documents with the queries judged on them, recorded as qmsum[N] and titled so."""
+    data = write_qmsum(tmp_path / "data", 6)
+    grid = _grid(tiny_model, tmp_path, ["chunk"], tasks=["qmsum"], sample=4, data_dir=str(data))
+    (record,) = run_grid(grid, command="sample").records
+    assert record.task == "qmsum[4]" and "sample of 4 of 6 documents" in record.task_source
+    assert record.groups[0].n_docs == 4 and record.groups[0].n_queries >= 8
+    assert "| strategy | QMSum, 4 docs | avg |" in (tmp_path / "out" / "results.md").read_text()

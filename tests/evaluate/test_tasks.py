@@ -10,7 +10,7 @@ import pytest
 from ragidx.errors import ConfigError, InputError
 from ragidx.evaluate import tasks
 from ragidx.evaluate.tasks import N_DOCS, N_QUERIES, load_task, needle_pairs
-from tests.conftest import long_text
+from tests.conftest import long_text, write_qmsum
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +170,39 @@ def test_longembed_from_the_hub_offline_is_a_clear_error(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(InputError, match="cannot reach the Hugging Face hub for dwzhu/LongEmbed/narrativeqa"):
         load_task("longembed:narrativeqa", data=tmp_path)
+
+
+def test_a_sample_keeps_n_documents_and_only_the_queries_judged_on_them(tmp_path: Path) -> None:
+    root = write_qmsum(tmp_path, 10)
+    task = load_task("qmsum", data=root, sample=4, seed=3)
+    group = task.groups[0]
+    assert task.name == "qmsum[4]" and "sample of 4 of 10 documents, seed 3" in task.source
+    assert len(group.corpus) == 4
+    assert group.queries and set(group.queries) == set(group.qrels)
+    for qid, judged in group.qrels.items():
+        assert judged and set(judged) <= set(group.corpus), qid
+        assert qid.split("_")[0] in group.corpus or qid == "M0_q0"
+    # every query judged on a kept meeting is kept, with its judgements on the sample only
+    full = load_task("qmsum", data=root).groups[0]
+    expected = {q for q, judged in full.qrels.items() if set(judged) & set(group.corpus)}
+    assert set(group.queries) == expected
+    # seeded: the same seed draws the same sample, another seed (usually) another one
+    assert load_task("qmsum", data=root, sample=4, seed=3).groups[0].corpus == group.corpus
+    assert {
+        frozenset(load_task("qmsum", data=root, sample=4, seed=s).groups[0].corpus) for s in range(5)
+    } != {frozenset(group.corpus)}
+
+
+def test_a_sample_as_large_as_the_corpus_is_the_whole_task(tmp_path: Path, tiny_encoder, essays) -> None:
+    root = write_qmsum(tmp_path, 3)
+    assert load_task("qmsum", data=root, sample=3).name == "qmsum"
+    # synthetic tasks keep their own size
+    assert load_task("passkey", encoder=tiny_encoder, lengths=[256], sample=5).name == "passkey"
+    with pytest.raises(ConfigError, match="at least one document"):
+        tasks.sampled(load_task("qmsum", data=root), 0)
+
+
+def test_sample_names_parse_back() -> None:
+    assert tasks.sample_size("qmsum[64]") == ("qmsum", 64)
+    assert tasks.sample_size("qmsum") == ("qmsum", None)
+    assert tasks.sample_size("beir:x[y]") == ("beir:x[y]", None)
