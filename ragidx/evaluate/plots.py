@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ragidx.evaluate.report import (
     EvalRecord,
     EvalResults,
+    file_part,
     label,
     merge_lengths,
     pareto,
@@ -36,7 +37,8 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
 
     written: list[Path] = []
     records = merge_lengths(results.records)
-    for model in dict.fromkeys(r.model for r in records):
+    names = _file_names(list(dict.fromkeys(r.model for r in records)))
+    for model in names:
         mine = [r for r in records if r.model == model]
         for task in dict.fromkeys(task_column(r.task) for r in mine):
             rows = [r for r in mine if task_column(r.task) == task]
@@ -51,17 +53,27 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
             axes.legend(fontsize=8)
             figure.tight_layout()
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"{task}__{''.join(c if c.isalnum() else '_' for c in model)}.png"
+            path = folder / f"{file_part(task)}__{names[model]}.png"
             figure.savefig(path, dpi=110)
             plt.close(figure)
             written.append(path)
             sized = [r for r in rows if "vectors_per_doc" in r.parameters]
             if len(sized) > 1:
-                written.append(_tradeoff(plt, sized, folder, task, model))
+                tradeoff = folder / f"{file_part(task)}__{names[model]}__tradeoff.png"
+                written.append(_tradeoff(plt, sized, tradeoff, task, model))
     return written
 
 
-def _tradeoff(plt: object, rows: list[EvalRecord], folder: Path, task: str, model: str) -> Path:
+def _file_names(models: list[str]) -> dict[str, str]:
+    """Each model's part of the plot file names: its folder or hub name (``e5-small``), or the whole
+    name made file-safe where two models share a folder name."""
+    short = {m: file_part(m.rstrip("/").rsplit("/", 1)[-1]) for m in models}
+    if len(set(short.values())) == len(models):
+        return short
+    return {m: file_part(m.removeprefix("~/")) for m in models}
+
+
+def _tradeoff(plt: object, rows: list[EvalRecord], path: Path, task: str, model: str) -> Path:
     figure, axes = plt.subplots(figsize=(7.2, 4.6))  # type: ignore[attr-defined]
     for record in rows:
         x = record.parameters["vectors_per_doc"]
@@ -85,7 +97,6 @@ def _tradeoff(plt: object, rows: list[EvalRecord], folder: Path, task: str, mode
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()
-    path = folder / f"{task}__{''.join(c if c.isalnum() else '_' for c in model)}__tradeoff.png"
     figure.savefig(path, dpi=110)
     plt.close(figure)  # type: ignore[attr-defined]
     return path

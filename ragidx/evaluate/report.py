@@ -145,6 +145,11 @@ def merge_lengths(records: Sequence[EvalRecord]) -> list[EvalRecord]:
     return out
 
 
+def file_part(text: str) -> str:
+    """``text`` as part of a file name: letters, digits and ``-_.`` kept, ``:`` as ``-``, the rest ``_``."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" if c == ":" else "_" for c in text)
+
+
 def task_title(column: str) -> str:
     """A task column's title: "QMSum", or "QMSum, 64 docs" for a sample of its documents."""
     base, sample = sample_size(column)

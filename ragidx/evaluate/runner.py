@@ -40,6 +40,7 @@ from ragidx.evaluate.report import (
     GroupScore,
     Hardware,
     Timing,
+    file_part,
     read_results,
     write_results,
 )
@@ -345,7 +346,7 @@ def evaluate_one(
             else:
                 ranked = search(queries, docs, hybrid=long_doc.hybrid, best=best)
             run = dict(zip(group.queries, ranked, strict=True))
-            groups.append(_write_and_score(handle, group, run, _safe(strategy.spec), dict(docs.modes)))
+            groups.append(_write_and_score(handle, group, run, file_part(strategy.spec), dict(docs.modes)))
     temporary.replace(run_path)
     means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
     return EvalRecord(
@@ -409,7 +410,7 @@ def select_one(
             run, selection[group.name] = _select_group(task, group, runs, seed)
             chosen = by_spec[selection[group.name]["choice_on_all_queries"]]
             modes = next((g.embed_modes for g in chosen.groups if g.group == group.name), {})
-            groups.append(_write_and_score(handle, group, run, _safe(label), modes))
+            groups.append(_write_and_score(handle, group, run, file_part(label), modes))
     temporary.replace(run_path)
     means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
     choices = Counter(s["choice_on_all_queries"] for s in selection.values())
@@ -498,7 +499,7 @@ def run_file(out: Path, task: Task, spec: str, max_length: int | None, model: st
     .trec.gz`` (a synthetic task's lengths in the name, so runs at other lengths are kept apart). A
     name longer than a file system allows (a selection of many candidates, a deep model folder) is cut
     to :data:`MAX_STEM` bytes, ending in a hash of the whole name."""
-    parts = [_safe(task.name), _safe(spec), str(max_length or "window"), _safe(portable(model))]
+    parts = [file_part(task.name), file_part(spec), str(max_length or "window"), file_part(portable(model))]
     lengths = [g.length for g in task.groups]
     if all(length is not None for length in lengths):
         parts.append("-".join(map(str, lengths)))
@@ -509,10 +510,6 @@ def run_file(out: Path, task: Task, spec: str, max_length: int | None, model: st
     path = out / "runs" / (stem + ".trec.gz")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.:" else "_" for c in text).replace(":", "-")
 
 
 def embed_documents(

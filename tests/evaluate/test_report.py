@@ -143,3 +143,16 @@ def test_a_whole_win_inside_the_window_is_not_called_extension() -> None:
         "best whole extend:pi+tau:0.8 86.0 vs best chunked chunk 78.0" in text
     )
     assert "Passkey 2048: chunking wins — best whole extend:pi+tau:0.8 36.0" in text
+
+
+def test_plot_files_are_named_by_the_model_folder_unless_two_share_it() -> None:
+    from ragidx.evaluate.plots import _file_names
+
+    assert _file_names(["~/.cache/ragidx/models/e5-small", "default"]) == {
+        "~/.cache/ragidx/models/e5-small": "e5-small",
+        "default": "default",
+    }
+    assert _file_names(["a/model", "b/model"]) == {"a/model": "a_model", "b/model": "b_model"}
+    assert _file_names(["intfloat/multilingual-e5-small:main"]) == {
+        "intfloat/multilingual-e5-small:main": "multilingual-e5-small-main"
+    }
