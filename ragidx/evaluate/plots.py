@@ -19,6 +19,7 @@ from ragidx.evaluate.report import (
     file_part,
     label,
     merge_lengths,
+    model_names,
     pareto,
     task_column,
     task_title,
@@ -65,12 +66,8 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
 
 
 def _file_names(models: list[str]) -> dict[str, str]:
-    """Each model's part of the plot file names: its folder or hub name (``e5-small``), or the whole
-    name made file-safe where two models share a folder name."""
-    short = {m: file_part(m.rstrip("/").rsplit("/", 1)[-1]) for m in models}
-    if len(set(short.values())) == len(models):
-        return short
-    return {m: file_part(m.removeprefix("~/")) for m in models}
+    """Each model's part of the plot file names: its display name (:func:`model_names`), file-safe."""
+    return {m: file_part(name.removeprefix("~/")) for m, name in model_names(models).items()}
 
 
 def _tradeoff(plt: object, rows: list[EvalRecord], path: Path, task: str, model: str) -> Path:
@@ -78,9 +75,7 @@ def _tradeoff(plt: object, rows: list[EvalRecord], path: Path, task: str, model:
     for record in rows:
         x = record.parameters["vectors_per_doc"]
         axes.scatter([x], [record.score], s=28)
-        axes.annotate(
-            label(record, 1), (x, record.score), fontsize=7, xytext=(4, 3), textcoords="offset points"
-        )
+        axes.annotate(label(record), (x, record.score), fontsize=7, xytext=(4, 3), textcoords="offset points")
     front = sorted(pareto(rows), key=lambda r: r.parameters["vectors_per_doc"])
     axes.step(
         [r.parameters["vectors_per_doc"] for r in front],
@@ -106,7 +101,7 @@ def _synthetic(axes: Axes, rows: list[EvalRecord]) -> None:
     for record in rows:
         xs = [g.length for g in record.groups]
         ys = [g.metrics["acc@1"] for g in record.groups]
-        axes.plot(xs, ys, marker="o", label=f"{label(record, 1)} ({record.score:.1f})")
+        axes.plot(xs, ys, marker="o", label=f"{label(record)} ({record.score:.1f})")
     axes.set_xscale("log", base=2)
     axes.set_xlabel("document length (tokens)")
     axes.set_ylabel("Acc@1 (%)")

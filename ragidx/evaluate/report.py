@@ -184,10 +184,20 @@ def write_results(folder: str | Path, results: EvalResults) -> Path:
     return path
 
 
-def label(record: EvalRecord, models: int) -> str:
-    """A row label: strategy and max length, prefixed by the model when several are shown."""
+def model_names(models: Iterable[str]) -> dict[str, str]:
+    """Each model's display name: its folder or hub name (``e5-small``), or the whole name where two
+    of ``models`` share a folder name."""
+    unique = list(dict.fromkeys(models))
+    short = {m: m.rstrip("/").rsplit("/", 1)[-1] for m in unique}
+    return short if len(set(short.values())) == len(unique) else {m: m for m in unique}
+
+
+def label(record: EvalRecord, names: dict[str, str] | None = None) -> str:
+    """A row label: strategy and max length, prefixed by the model's name (``names``, from
+    :func:`model_names`) when several models are shown."""
     length = f" @{record.max_length}" if record.max_length else ""
-    return f"{record.model} · {record.strategy}{length}" if models > 1 else f"{record.strategy}{length}"
+    prefix = f"{names[record.model]} · " if names and len(names) > 1 else ""
+    return f"{prefix}{record.strategy}{length}"
 
 
 def _tasks(records: Iterable[EvalRecord]) -> list[str]:
@@ -200,10 +210,10 @@ def table_rows(records: Sequence[EvalRecord]) -> tuple[list[str], list[tuple[str
     (records of one strategy at other lengths merged, :func:`merge_lengths`)."""
     records = merge_lengths(records)
     tasks = _tasks(records)
-    models = len({r.model for r in records})
+    names = model_names(r.model for r in records)
     rows: dict[str, dict[str, float]] = {}
     for record in records:
-        rows.setdefault(label(record, models), {})[task_column(record.task)] = record.score
+        rows.setdefault(label(record, names), {})[task_column(record.task)] = record.score
     for scores in rows.values():
         present = [scores[t] for t in tasks if t in scores]
         if len(present) == len(tasks):
@@ -230,9 +240,9 @@ def markdown(results: EvalResults) -> str:
         synthetic = [r for r in records if task_column(r.task) == task and r.groups[0].length]
         if synthetic:
             lengths = sorted({g.length or 0 for r in synthetic for g in r.groups})
-            models = len({r.model for r in synthetic})
+            names = model_names(r.model for r in synthetic)
             per_length = [
-                (label(r, models), {str(g.length): g.metrics["acc@1"] for g in r.groups} | {"avg": r.score})
+                (label(r, names), {str(g.length): g.metrics["acc@1"] for g in r.groups} | {"avg": r.score})
                 for r in synthetic
             ]
             lines += ["", f"## {task_title(task)}: Acc@1 per length", ""]
@@ -284,8 +294,8 @@ def verdicts(records: Sequence[EvalRecord]) -> list[str]:
                     verdict = "every document fits the window (nothing extended: τ or pooling differ)"
                 where = f"{task_title(task)}" + (f" {group}" if group != "all" else "")
                 lines.append(
-                    f"- {model}, {where}: {verdict} — best whole {label(w, 1)} {ws:.1f} vs "
-                    f"best chunked {label(c, 1)} {cs:.1f}"
+                    f"- {model}, {where}: {verdict} — best whole {label(w)} {ws:.1f} vs "
+                    f"best chunked {label(c)} {cs:.1f}"
                 )
     return lines or ["- (needs an extend strategy and a chunk or pcw strategy on the same task)"]
 
@@ -315,7 +325,7 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
     flat), the encoder throughput of the run that embedded it, and the Pareto front (no other
     strategy scores higher with as few or fewer vectors) marked ★."""
     lines: list[str] = []
-    models = len({r.model for r in records})
+    names = model_names(r.model for r in records)
     for task in _tasks(records):
         mine = [r for r in records if task_column(r.task) == task and "vectors_per_doc" in r.parameters]
         if not mine:
@@ -330,7 +340,7 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
         for r in sorted(mine, key=lambda r: (r.parameters["vectors_per_doc"], -r.score)):
             speed = r.timing.tokens_embedded / r.timing.embed_seconds if r.timing.tokens_embedded else None
             lines.append(
-                f"| {cell(label(r, models))}{' ★' if r in front else ''} | "
+                f"| {cell(label(r, names))}{' ★' if r in front else ''} | "
                 f"{r.parameters['vectors_per_doc']:.1f} | {_kib(r)} | "
                 f"{f'{speed:,.0f}' if speed else '(cached)'} | {r.score:.1f} | {cell(_tuned(r))} |"
             )

@@ -145,6 +145,18 @@ def test_a_whole_win_inside_the_window_is_not_called_extension() -> None:
     assert "Passkey 2048: chunking wins — best whole extend:pi+tau:0.8 36.0" in text
 
 
+def test_rows_name_models_by_folder_unless_two_share_it() -> None:
+    def at(model: str) -> EvalRecord:
+        return _record("chunk", {256: 50.0}, 1.0).model_copy(update={"model": model})
+
+    _, rows = table_rows([at("~/.cache/ragidx/models/e5-small"), at("default")])
+    assert [name for name, _ in rows] == ["e5-small · chunk", "default · chunk"]
+    _, rows = table_rows([at("a/model"), at("b/model")])  # the same folder name: the whole name
+    assert [name for name, _ in rows] == ["a/model · chunk", "b/model · chunk"]
+    _, rows = table_rows([at("a/model")])
+    assert [name for name, _ in rows] == ["chunk"]
+
+
 def test_plot_files_are_named_by_the_model_folder_unless_two_share_it() -> None:
     from ragidx.evaluate.plots import _file_names
 
