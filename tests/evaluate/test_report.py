@@ -147,7 +147,9 @@ def test_a_whole_win_inside_the_window_is_not_called_extension() -> None:
 
 def test_rows_name_models_by_folder_unless_two_share_it() -> None:
     def at(model: str) -> EvalRecord:
-        return _record("chunk", {256: 50.0}, 1.0).model_copy(update={"model": model})
+        return _record("chunk", {256: 50.0}, 1.0).model_copy(
+            update={"model": model, "model_fingerprint": model}
+        )
 
     _, rows = table_rows([at("~/.cache/ragidx/models/e5-small"), at("default")])
     assert [name for name, _ in rows] == ["e5-small · chunk", "default · chunk"]
