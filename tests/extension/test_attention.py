@@ -553,7 +553,8 @@ def test_bert_attention_scaling_per_row(bert: BertModel) -> None:
     for b, n in enumerate(lengths):
         with logits_scaled(bert, max(1.0, math.log(n) / math.log(16)) / 0.8):
             ref = run(bert, "sdpa", ids[b : b + 1, :n], mask[b : b + 1, :n])
-        torch.testing.assert_close(out[b, :n], ref[0], rtol=0, atol=1e-5)
+        # a padded batch against a lone row: float32 sums in another order (seen 1.02e-5 apart)
+        torch.testing.assert_close(out[b, :n], ref[0], rtol=0, atol=5e-5)
 
 
 def test_mask_hook_builds_no_square_mask(bert: BertModel, monkeypatch: pytest.MonkeyPatch) -> None:
