@@ -26,6 +26,8 @@ from ragidx.evaluate.report import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from matplotlib.axes import Axes
 
 
@@ -38,7 +40,7 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
 
     written: list[Path] = []
     records = merge_lengths(results.records)
-    names = _file_names(list(dict.fromkeys(r.model for r in records)))
+    names = _file_names(r.model for r in records)
     for model in names:
         mine = [r for r in records if r.model == model]
         for task in dict.fromkeys(task_column(r.task) for r in mine):
@@ -65,7 +67,7 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
     return written
 
 
-def _file_names(models: list[str]) -> dict[str, str]:
+def _file_names(models: Iterable[str]) -> dict[str, str]:
     """Each model's part of the plot file names: its display name (:func:`model_names`), file-safe."""
     return {m: file_part(name.removeprefix("~/")) for m, name in model_names(models).items()}
 
