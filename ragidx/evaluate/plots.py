@@ -26,8 +26,6 @@ from ragidx.evaluate.report import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from matplotlib.axes import Axes
 
 
@@ -40,7 +38,8 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
 
     written: list[Path] = []
     records = merge_lengths(results.records)
-    names = _file_names(r.model for r in records)
+    titles = model_names(r.model for r in records)
+    names = {m: file_part(title.removeprefix("~/")) for m, title in titles.items()}  # in file names
     for model in names:
         mine = [r for r in records if r.model == model]
         for task in dict.fromkeys(task_column(r.task) for r in mine):
@@ -51,7 +50,7 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
                 _synthetic(axes, rows)
             else:
                 _real(axes, rows)
-            axes.set_title(f"{task_title(task)} — {model}")
+            axes.set_title(f"{task_title(task)} — {titles[model]}")
             axes.grid(alpha=0.3)
             axes.legend(fontsize=8)
             figure.tight_layout()
@@ -63,13 +62,8 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
             sized = [r for r in rows if "vectors_per_doc" in r.parameters]
             if len(sized) > 1:
                 tradeoff = folder / f"{file_part(task)}__{names[model]}__tradeoff.png"
-                written.append(_tradeoff(plt, sized, tradeoff, task, model))
+                written.append(_tradeoff(plt, sized, tradeoff, task, titles[model]))
     return written
-
-
-def _file_names(models: Iterable[str]) -> dict[str, str]:
-    """Each model's part of the plot file names: its display name (:func:`model_names`), file-safe."""
-    return {m: file_part(name.removeprefix("~/")) for m, name in model_names(models).items()}
 
 
 def _tradeoff(plt: object, rows: list[EvalRecord], path: Path, task: str, model: str) -> Path:
@@ -100,14 +94,42 @@ def _tradeoff(plt: object, rows: list[EvalRecord], path: Path, task: str, model:
 
 
 def _synthetic(axes: Axes, rows: list[EvalRecord]) -> None:
-    for record in rows:
-        xs = [g.length for g in record.groups]
-        ys = [g.metrics["acc@1"] for g in record.groups]
-        axes.plot(xs, ys, marker="o", label=f"{label(record)} ({record.score:.1f})")
+    """One line per strategy across every length it was run at. A length run at several max lengths
+    L_t takes the smallest L_t that holds it (the document read whole), as a user would set it."""
+    for i, strategy in enumerate(dict.fromkeys(r.strategy for r in rows)):
+        points: dict[int, tuple[tuple[int, int], float]] = {}
+        for record in (r for r in rows if r.strategy == strategy):
+            for group in record.groups:
+                length = group.length or 0
+                rank = _fit(record.max_length, length)
+                if length not in points or rank < points[length][0]:
+                    points[length] = (rank, group.metrics["acc@1"])
+        xs = sorted(points)
+        ys = [points[x][1] for x in xs]
+        axes.plot(
+            xs,
+            ys,
+            marker="o",
+            label=f"{strategy} ({sum(ys) / len(ys):.1f})",
+            **_style(i),
+        )
     axes.set_xscale("log", base=2)
-    axes.set_xlabel("document length (tokens)")
+    axes.set_xlabel("document length (tokens); legend: mean Acc@1 over the lengths shown")
     axes.set_ylabel("Acc@1 (%)")
     axes.set_ylim(-2, 102)
+
+
+def _style(i: int) -> dict[str, str]:
+    """The i-th line's colour and dash: ten colours, then the same ten dashed, then dotted."""
+    return {"color": f"C{i % 10}", "linestyle": ("-", "--", ":")[i // 10 % 3]}
+
+
+def _fit(max_length: int | None, length: int) -> tuple[int, int]:
+    """Sort key of a record's max length for a document length: the smallest L_t that holds the
+    document first, then the model's window (``None``), then the largest L_t that cuts it."""
+    if max_length is None:
+        return (1, 0)
+    return (0, max_length) if max_length >= length else (2, -max_length)
 
 
 def _real(axes: Axes, rows: list[EvalRecord]) -> None:
@@ -120,13 +142,13 @@ def _real(axes: Axes, rows: list[EvalRecord]) -> None:
         axes.tick_params(axis="y", labelsize=7)
         axes.set_xlabel(f"{rows[0].main_metric} (%)")
         return
-    for strategy in dict.fromkeys(r.strategy for r in rows):
+    for i, strategy in enumerate(dict.fromkeys(r.strategy for r in rows)):
         mine = sorted((r for r in rows if r.strategy == strategy), key=lambda r: r.max_length or 0)
         if len(mine) == 1 and mine[0].max_length is None:
             xs, ys = lengths, [mine[0].score] * len(lengths)
         else:
             xs, ys = [r.max_length or 0 for r in mine], [r.score for r in mine]
-        axes.plot(xs, ys, marker="o", label=strategy)
+        axes.plot(xs, ys, marker="o", label=strategy, **_style(i))
     axes.set_xscale("log", base=2)
     axes.set_xlabel("max length L_t (tokens)")
     axes.set_ylabel(f"{rows[0].main_metric} (%)")

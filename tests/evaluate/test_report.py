@@ -159,14 +159,49 @@ def test_rows_name_models_by_folder_unless_two_share_it() -> None:
     assert [name for name, _ in rows] == ["chunk"]
 
 
-def test_plot_files_are_named_by_the_model_folder_unless_two_share_it() -> None:
-    from ragidx.evaluate.plots import _file_names
+def test_plot_files_are_named_by_the_model_folder_unless_two_share_it(tmp_path: Path) -> None:
+    from ragidx.evaluate.plots import write_plots
 
-    assert _file_names(["~/.cache/ragidx/models/e5-small", "default"]) == {
-        "~/.cache/ragidx/models/e5-small": "e5-small",
-        "default": "default",
-    }
-    assert _file_names(["a/model", "b/model"]) == {"a/model": "a_model", "b/model": "b_model"}
-    assert _file_names(["intfloat/multilingual-e5-small:main"]) == {
-        "intfloat/multilingual-e5-small:main": "multilingual-e5-small-main"
-    }
+    def names(*models: str) -> list[str]:
+        records = [
+            _record("chunk", {256: 50.0}, 1.0).model_copy(update={"model": m, "model_fingerprint": m})
+            for m in models
+        ]
+        out = tmp_path / str(len(list(tmp_path.iterdir())))
+        return sorted(p.name for p in write_plots(EvalResults(records=records), out))
+
+    assert names("~/.cache/ragidx/models/e5-small", "default") == [
+        "passkey__default.png",
+        "passkey__e5-small.png",
+    ]
+    assert names("a/model", "b/model") == ["passkey__a_model.png", "passkey__b_model.png"]
+    assert names("intfloat/multilingual-e5-small:main") == ["passkey__multilingual-e5-small-main.png"]
+
+
+def test_synthetic_plots_draw_one_line_per_strategy_from_the_smallest_fitting_max_length() -> (
+    None
+):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ragidx.evaluate.plots import _synthetic
+
+    def at(strategy: str, max_length: int | None, scores: dict[int, float]) -> EvalRecord:
+        return _record(strategy, scores, 1.0).model_copy(update={"max_length": max_length})
+
+    rows = [
+        at("chunk", 2048, {256: 90.0, 2048: 70.0}),
+        at("chunk", 4096, {2048: 10.0, 4096: 60.0}),  # 2048 again: the 2048 run holds it whole
+        at("chunk", 1024, {2048: 20.0}),  # cut to 1024: loses to the runs that hold it
+        at("truncate", None, {256: 90.0, 4096: 5.0}),
+    ]
+    figure, axes = plt.subplots()
+    _synthetic(axes, rows)
+    lines = {line.get_label(): line for line in axes.get_lines()}
+    plt.close(figure)
+    assert sorted(lines) == ["chunk (73.3)", "truncate (47.5)"]
+    assert list(lines["chunk (73.3)"].get_xdata()) == [256, 2048, 4096]
+    assert list(lines["chunk (73.3)"].get_ydata()) == [90.0, 70.0, 60.0]
+    assert lines["chunk (73.3)"].get_color() != lines["truncate (47.5)"].get_color()
