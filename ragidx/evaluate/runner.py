@@ -547,7 +547,9 @@ def embed_documents(
         plans[doc_id] = plan_tokens(encoder, tokens, long_doc)
         modes[long_doc.label(plans[doc_id].mode)] += 1
         raw_plan = plan_tokens(encoder, tokens, recipe)
-        raw = _Raw.look_up(cache, encoder_id, recipe.extension, doc_id, content_hash(text), tokens, raw_plan)
+        window = encoder.content_budget(tokens)
+        sha = content_hash(text)
+        raw = _Raw.look_up(cache, encoder_id, recipe.extension, window, doc_id, sha, tokens, raw_plan)
         if raw.complete:
             found[doc_id] = raw.vectors()
             stats.docs_cached += 1
@@ -597,8 +599,9 @@ class _Raw:
     """One document's raw vectors (un-normalised, as :func:`~ragidx.longdoc.embed_raw` returns them)
     and where the cache keeps them. A plan of plain windows (``whole``, ``truncate``, ``chunk``,
     ``pcw``, one ``extend`` pass) is cached per window, so strategies share the windows they have in
-    common (``truncate``'s window is the first of ``chunk``'s and ``pcw``'s); a plan with late
-    passes or its own document vector is cached as one entry."""
+    common (``truncate``'s window is the first of ``chunk``'s and ``pcw``'s, and a document that fits
+    the model's window is one vector whatever the strategy); a plan with late passes or its own
+    document vector is cached as one entry."""
 
     doc_id: str
     sha: str
@@ -613,14 +616,16 @@ class _Raw:
         cache: EmbeddingCache,
         encoder_id: str,
         extension: ExtensionConfig,
+        window: int,
         doc_id: str,
         sha: str,
         tokens: Tokens,
         plan: EmbedPlan,
     ) -> _Raw:
-        """The document's cache keys, and the rows the cache already holds under them."""
+        """The document's cache keys, and the rows the cache already holds under them (``window``:
+        the content tokens one window of the unextended model holds)."""
         if _per_window(plan):
-            keys = [_window_key(encoder_id, extension, span, sha) for span in plan.spans]
+            keys = [_window_key(encoder_id, extension, span, window, sha) for span in plan.spans]
         else:
             keys = [_document_key(encoder_id, extension, plan, sha)]
         return cls(doc_id, sha, tokens, plan, keys, [cache.get(key) for key in keys])
@@ -671,6 +676,16 @@ def _per_window(plan: EmbedPlan) -> bool:
     return not plan.passes and plan.document is None
 
 
+def _acting(extension: ExtensionConfig, span: tuple[int, int], window: int) -> ExtensionConfig:
+    """The extension that acts on one plain window: none (τ aside) where the model's own window holds
+    it, since an extension runs the unmodified model on such inputs (:mod:`ragidx.extension`), so an
+    ``extend`` strategy shares those vectors with the others; unless an explicit ``original_length``
+    moves where the extension starts."""
+    if extension.method == "none" or extension.original_length is not None or span[1] - span[0] > window:
+        return extension
+    return extension.model_copy(update={"method": "none"})
+
+
 def _recipe_extension(extension: ExtensionConfig) -> dict[str, Any]:
     """The extension parameters that change a document's vectors (τ alone when nothing extends)."""
     if extension.method != "none":
@@ -678,9 +693,12 @@ def _recipe_extension(extension: ExtensionConfig) -> dict[str, Any]:
     return {"tau": extension.tau} if extension.tau != 1.0 else {}
 
 
-def _window_key(encoder_id: str, extension: ExtensionConfig, span: tuple[int, int], sha: str) -> str:
-    """What decides one plain window's raw vector: the encoder, the extension, the span, the text."""
-    recipe = {"raw": 3, "window": list(span), **_recipe_extension(extension)}
+def _window_key(
+    encoder_id: str, extension: ExtensionConfig, span: tuple[int, int], window: int, sha: str
+) -> str:
+    """What decides one plain window's raw vector: the encoder, the extension acting on it, the span,
+    the text."""
+    recipe = {"raw": 3, "window": list(span), **_recipe_extension(_acting(extension, span, window))}
     return make_key(encoder=encoder_id, recipe=recipe, document=sha)
 
 

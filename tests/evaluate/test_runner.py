@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,39 @@ def test_strategies_share_the_windows_they_have_in_common(tiny_model: Path, tmp_
     for qid, hits in fresh_run.items():
         assert cached_run[qid] == pytest.approx(hits, abs=1e-5)
     assert chunk.timing.tokens_embedded > 0
+
+
+def test_documents_the_window_holds_share_vectors_across_extensions(tiny_model: Path, tmp_path: Path) -> None:
+    """An extension runs the unmodified model on inputs the window holds, so an ``extend`` strategy
+    takes those documents' vectors from truncate's cache; a longer document is embedded anew."""
+    data = write_qmsum(tmp_path / "data", 6)  # short meetings: every one fits the 64-token window
+    short = {"tasks": ["qmsum"], "data_dir": str(data)}
+    (truncate,) = run_grid(_grid(tiny_model, tmp_path, ["truncate"], **short), command="a").records
+    extended = _grid(tiny_model, tmp_path, ["extend:pi", "extend:gp"], **short)
+    pi, gp = run_grid(extended, command="b").records[1:]
+    for record in (pi, gp):
+        assert record.timing.docs_cached == 6 and record.timing.tokens_embedded == 0
+    fresh = _grid(tiny_model, tmp_path, ["extend:pi"], cache_dir=None, out=str(tmp_path / "fresh"), **short)
+    alone = run_grid(fresh, command="c").records[0]
+    assert alone.timing.docs_embedded == 6 and pi.metrics == pytest.approx(alone.metrics)
+    assert pi.metrics == pytest.approx(truncate.metrics)
+    run_grid(_grid(tiny_model, tmp_path, ["truncate"]), command="d")  # passkey 256: past the window
+    long = run_grid(_grid(tiny_model, tmp_path, ["extend:pi"]), command="e").records[-1]
+    assert long.task == "passkey" and long.strategy == "extend:pi"
+    assert long.timing.docs_embedded == 100 and long.timing.docs_cached == 0
+
+
+def test_an_explicit_original_length_keeps_a_window_its_own_key() -> None:
+    from ragidx.extension import ExtensionConfig
+
+    pi = ExtensionConfig(method="pi", target_length=256)
+    key = functools.partial(runner._window_key, "enc", span=(0, 50), window=62, sha="s")
+    assert key(pi) == key(ExtensionConfig())  # the window holds it: the unextended vector
+    assert key(pi) != key(ExtensionConfig(tau=0.8))  # τ acts on every input
+    assert key(pi.model_copy(update={"tau": 0.8})) == key(ExtensionConfig(tau=0.8))
+    assert key(pi.model_copy(update={"original_length": 32})) != key(ExtensionConfig())
+    longer = functools.partial(runner._window_key, "enc", span=(0, 200), window=62, sha="s")
+    assert longer(pi) != longer(ExtensionConfig())
 
 
 class _Interrupt:
