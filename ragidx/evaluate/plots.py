@@ -44,7 +44,7 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
         mine = [r for r in records if r.model == model]
         for task in dict.fromkeys(task_column(r.task) for r in mine):
             rows = [r for r in mine if task_column(r.task) == task]
-            figure, axes = plt.subplots(figsize=(6.4, 4.2))
+            figure, axes = plt.subplots(figsize=(8.8, 4.2))
             synthetic = rows[0].groups[0].length is not None
             if synthetic:
                 _synthetic(axes, rows)
@@ -52,7 +52,7 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
                 _real(axes, rows)
             axes.set_title(f"{task_title(task)} — {titles[model]}")
             axes.grid(alpha=0.3)
-            axes.legend(fontsize=8)
+            axes.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the lines
             figure.tight_layout()
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{file_part(task)}__{names[model]}.png"
