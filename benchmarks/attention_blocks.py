@@ -2,7 +2,7 @@
 
 Two attention shapes that are not plain full attention run in every extended EmbeddingGemma pass:
 its sliding-window layers (20 of 24, ±256 tokens) and SelfExtend on its global layers. ragidx runs
-both block by block with fused kernels (``ragidx.extension.attention``); the peer is what a dense
+both block by block with fused kernels (``ragidx.embed.extension.attention``); the peer is what a dense
 implementation does: one SDPA call with an L×L mask (transformers' SDPA path for a sliding
 window), or, for SelfExtend, two full score matrices (neighbour and grouped positions) picked per
 pair by an L×L mask and soft-maxed (LongEmbed's reference code). Both peers hold L×L tensors; the
@@ -29,8 +29,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ragidx.extension.attention import attend, self_extend_attention, windowed_attention
-from ragidx.extension.rope import rotation
+from ragidx.embed.extension.attention import attend, self_extend_attention, windowed_attention
+from ragidx.embed.extension.rope import rotation
 
 HEADS, DIM, SLIDING, SE_WINDOW, SE_GROUP = 3, 256, 257, 1024, 3
 

@@ -67,7 +67,7 @@ import numpy as np
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from ragidx.encoder import Encoder, Window
+    from ragidx.embed.encoder import Encoder, Window
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "examples" / "docs"
 SEED = 1234
@@ -483,7 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from huggingface_hub.utils import disable_progress_bars
     from sentence_transformers import SentenceTransformer
 
-    from ragidx.encoder import Encoder, EncoderConfig
+    from ragidx.embed.config import EncoderConfig
+    from ragidx.embed.encoder import Encoder
     from ragidx.errors import RagidxError
 
     transformers.utils.logging.set_verbosity_error()

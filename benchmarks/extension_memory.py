@@ -162,9 +162,9 @@ def _malloc_trim() -> None:
 
 def _build_encoder(spec: dict[str, Any], length: int):
     """The encoder for one point; returns (encoder, None) or (None, reason to skip)."""
-    from ragidx.encoder import Encoder, EncoderConfig
+    from ragidx.embed.config import EncoderConfig, ExtensionConfig
+    from ragidx.embed.encoder import Encoder
     from ragidx.errors import ModelError
-    from ragidx.extension import ExtensionConfig
 
     kind, role = spec["kind"], spec["role"]
     base = {"model": spec["model"], "device": spec["device"], "dtype": spec["dtype"]}
@@ -181,7 +181,7 @@ def _build_encoder(spec: dict[str, Any], length: int):
     if kind == "eager":
         from transformers import AutoConfig
 
-        from ragidx.models import resolve_model
+        from ragidx.embed.models import resolve_model
 
         folder = resolve_model(spec["model"])
         model_config = AutoConfig.from_pretrained(folder.transformer_path)
@@ -206,7 +206,7 @@ def _build_encoder(spec: dict[str, Any], length: int):
 def _window(encoder, length: int, generator):
     import torch
 
-    from ragidx.encoder import Window
+    from ragidx.embed.encoder import Window
 
     head, tail = list(encoder.prefix_ids), list(encoder.suffix_ids)
     vocab = int(encoder.model.config.vocab_size)

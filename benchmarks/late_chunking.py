@@ -30,9 +30,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from ragidx.encoder import Encoder, EncoderConfig
-from ragidx.extension import ExtensionConfig
-from ragidx.longdoc import LongDocConfig, embed_plans, plan_tokens
+from ragidx.embed.config import EncoderConfig, ExtensionConfig, LongDocConfig
+from ragidx.embed.documents import embed_plans, plan_tokens
+from ragidx.embed.encoder import Encoder
 from ragidx.strategy import parse
 
 CHUNK = 256

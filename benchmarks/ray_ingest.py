@@ -48,9 +48,9 @@ def main() -> None:
     import ray
 
     from ragidx.config import RagidxConfig
-    from ragidx.distributed import ingest_ray
-    from ragidx.index import Index
-    from ragidx.ingestion import ingest
+    from ragidx.index.directory import Index
+    from ragidx.ingestion.pipeline import ingest
+    from ragidx.ingestion.ray_engine import ingest_ray
 
     config = RagidxConfig().override(model={"model": args.model, "device": args.device})
     with tempfile.TemporaryDirectory(prefix="ragidx-ray-bench-") as tmp:

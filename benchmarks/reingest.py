@@ -38,8 +38,8 @@ ESSAYS = DATA / "paul_graham_essays" / "essays"
 _CHILD = """
 import json, resource, sys, time
 from ragidx.config import RagidxConfig
-from ragidx.index import Index
-from ragidx.ingestion import ingest
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import ingest
 started = time.perf_counter()
 config = RagidxConfig().override(model={"device": "cpu"}, long_doc={"max_tokens": int(sys.argv[3])})
 report = ingest(sys.argv[1], sys.argv[2], config)
@@ -92,7 +92,7 @@ def main() -> None:
 
 def _reingest(docs: Path, limit: int, tmp: Path) -> dict[str, object]:
     from ragidx.config import RagidxConfig
-    from ragidx.ingestion import ingest
+    from ragidx.ingestion.pipeline import ingest
 
     folder = tmp / "docs"
     folder.mkdir()

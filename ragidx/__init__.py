@@ -8,7 +8,9 @@ The Python API the CLI, the LangChain plugin and the pipelines are thin shells o
     for hit in Index.open("my-index").search("how do bees communicate?", k=5):
         print(hit.rank, hit.score, hit.doc_id, hit.snippet)
 
-Names are imported lazily so that ``import ragidx`` (and ``ragidx --help``) stays fast.
+Names are imported lazily so that ``import ragidx`` (and ``ragidx --help``) stays fast. The package
+is laid out by pipeline stage (``read`` → ``embed`` → ``index`` → ``search`` → ``evaluate``); see
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -16,31 +18,36 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ragidx import _deprecated
+
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Encoder": "ragidx.encoder",
-    "EncoderConfig": "ragidx.encoder",
-    "Index": "ragidx.index",
-    "IngestReport": "ragidx.ingestion",
+    "Encoder": "ragidx.embed.encoder",
+    "EncoderConfig": "ragidx.embed.config",
+    "Index": "ragidx.index.directory",
+    "IngestReport": "ragidx.ingestion.pipeline",
     "RagidxConfig": "ragidx.config",
-    "SearchResult": "ragidx.retriever",
-    "ingest": "ragidx.ingestion",
-    "ingest_ray": "ragidx.distributed",
-    "delete": "ragidx.deletion",
-    "verify": "ragidx.integrity",
+    "SearchResult": "ragidx.search.retriever",
+    "ingest": "ragidx.ingestion.pipeline",
+    "ingest_ray": "ragidx.ingestion.ray_engine",
+    "delete": "ragidx.index.delete",
+    "verify": "ragidx.index.verify",
 }
 __all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:
     from ragidx.config import RagidxConfig
-    from ragidx.deletion import delete
-    from ragidx.distributed import ingest_ray
-    from ragidx.encoder import Encoder, EncoderConfig
-    from ragidx.index import Index
-    from ragidx.ingestion import IngestReport, ingest
-    from ragidx.integrity import verify
-    from ragidx.retriever import SearchResult
+    from ragidx.embed.config import EncoderConfig
+    from ragidx.embed.encoder import Encoder
+    from ragidx.index.delete import delete
+    from ragidx.index.directory import Index
+    from ragidx.index.verify import verify
+    from ragidx.ingestion.pipeline import IngestReport, ingest
+    from ragidx.ingestion.ray_engine import ingest_ray
+    from ragidx.search.retriever import SearchResult
+
+_deprecated.install()
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """Settings: one pydantic model per stage, gathered in :class:`RagidxConfig`, loaded from TOML.
 
-Each stage declares its own config where it lives (``EncoderConfig`` in ``ragidx.encoder``,
-``LongDocConfig`` in ``ragidx.longdoc``, ``FaissConfig`` in ``ragidx.faiss_index``); this module only
+Each stage declares its own config where it lives (``EncoderConfig`` in ``ragidx.embed.encoder``,
+``LongDocConfig`` in ``ragidx.embed.plan``, ``FaissConfig`` in ``ragidx.index.faiss_index``); this module only
 composes them into the sections of a TOML file (see ``configs/default.toml``)::
 
     [model]     # EncoderConfig
@@ -22,11 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragidx.documents import STREAM_BYTES
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.config import EncoderConfig, LongDocConfig
 from ragidx.errors import ConfigError, describe_validation
-from ragidx.faiss_index import FaissConfig
-from ragidx.longdoc import LongDocConfig
+from ragidx.index.faiss_config import FaissConfig
+from ragidx.read.documents import STREAM_BYTES
 
 
 class IngestOptions(BaseModel):

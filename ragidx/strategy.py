@@ -25,10 +25,10 @@ A spec is a base strategy with optional modifiers joined by ``+``:
   ``chunk:256+extend:pi+hybrid:0.3``), else from the late pass itself (late) or pcw (chunk).
 
 :func:`parse` turns a spec into a :class:`Strategy`; :meth:`Strategy.long_doc` and
-:meth:`Strategy.encoder_config` give the :class:`~ragidx.longdoc.LongDocConfig` (with its
-:class:`~ragidx.extension.ExtensionConfig`) and the :class:`~ragidx.encoder.EncoderConfig` that
-:class:`~ragidx.encoder.Encoder`, :func:`~ragidx.longdoc.plan_tokens` and
-:func:`~ragidx.longdoc.embed_plans` run. A bad spec is a one-line :class:`ConfigError`.
+:meth:`Strategy.encoder_config` give the :class:`~ragidx.embed.config.LongDocConfig` (with its
+:class:`~ragidx.embed.extension.ExtensionConfig`) and the :class:`~ragidx.embed.config.EncoderConfig` that
+:class:`~ragidx.embed.encoder.Encoder`, :func:`~ragidx.embed.documents.plan_tokens` and
+:func:`~ragidx.embed.documents.embed_plans` run. A bad spec is a one-line :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragidx.config import RagidxConfig
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.config import METHODS, EncoderConfig, LongDocConfig
 from ragidx.errors import ConfigError, describe_validation
-from ragidx.extension.config import METHODS
-from ragidx.longdoc import LongDocConfig
 
 BASES = ("truncate", "chunk", "pcw", "extend", "late")
 CHUNKED = ("chunk", "late")
@@ -83,7 +81,7 @@ class Strategy:
 
     @property
     def model_overrides(self) -> dict[str, Any]:
-        """The :class:`~ragidx.encoder.EncoderConfig` fields this strategy sets (landmark pooling)."""
+        """The :class:`~ragidx.embed.config.EncoderConfig` fields this strategy sets (landmark pooling)."""
         if self.landmark_every is None:
             return {}
         return {"pooling": ("lmk",), "landmark_every": self.landmark_every}

@@ -99,7 +99,8 @@ def tiny_st_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_encoder(tiny_model: Path):
-    from ragidx.encoder import Encoder, EncoderConfig
+    from ragidx.embed.config import EncoderConfig
+    from ragidx.embed.encoder import Encoder
 
     return Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
 
@@ -107,7 +108,8 @@ def tiny_encoder(tiny_model: Path):
 @pytest.fixture(scope="session")
 def default_encoder():
     """The real embedded default model (all-MiniLM-L6-v2), loaded once per test session."""
-    from ragidx.encoder import Encoder, EncoderConfig
+    from ragidx.embed.config import EncoderConfig
+    from ragidx.embed.encoder import Encoder
 
     return Encoder(EncoderConfig(device="cpu"))
 
@@ -116,7 +118,7 @@ def default_encoder():
 def example_index(tmp_path_factory: pytest.TempPathFactory, default_encoder) -> Path:
     """``examples/docs`` ingested with the real default model (default settings)."""
     from ragidx.config import RagidxConfig
-    from ragidx.ingestion import ingest
+    from ragidx.ingestion.pipeline import ingest
 
     directory = tmp_path_factory.mktemp("examples-index") / "index"
     ingest(EXAMPLES, directory, RagidxConfig())
@@ -242,7 +244,7 @@ def hybrid_index(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> 
     """Eight documents (two short, six several chunks long) ingested with a tiny model as a hybrid
     index: late chunks of 16 tokens plus each document's late-pass vector, fused by RRF. Read-only:
     copy it (``shutil.copytree``) to change it."""
-    from ragidx.ingestion import ingest
+    from ragidx.ingestion.pipeline import ingest
 
     root = tmp_path_factory.mktemp("hybrid")
     docs = root / "docs"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ragidx.deletion import delete
 from ragidx.errors import IndexFormatError, InputError
-from ragidx.index import Index
-from ragidx.ingestion import ingest
+from ragidx.index.delete import delete
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
 
 

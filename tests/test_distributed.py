@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from ragidx import faults
-from ragidx.distributed import ingest_ray
 from ragidx.errors import ConfigError
-from ragidx.index import Index
-from ragidx.ingestion import IngestReport, ingest
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import IngestReport, ingest
+from ragidx.ingestion.ray_engine import ingest_ray
 from tests.conftest import long_text, tiny_config, write_docs
 
 

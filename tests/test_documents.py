@@ -1,4 +1,4 @@
-"""Tests for ragidx.documents: loading files on disk into Documents."""
+"""Tests for ragidx.read.documents: loading files on disk into Documents."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from fpdf import FPDF
 
-from ragidx.documents import (
+from ragidx.errors import InputError
+from ragidx.read.documents import (
     SUPPORTED_SUFFIXES,
     Document,
     Skipped,
@@ -18,7 +19,6 @@ from ragidx.documents import (
     iter_documents,
     read_file,
 )
-from ragidx.errors import InputError
 
 ACCENTED = (
     "Nous avons mangé une crème brûlée à Zürich, près de la naïve façade du café. "

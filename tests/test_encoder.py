@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from ragidx.encoder import Encoder, EncoderConfig, Window
+from ragidx.embed.config import EncoderConfig
+from ragidx.embed.encoder import Encoder, Window
 from ragidx.errors import ModelError
 from tests.conftest import TINY_WINDOW, long_text
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.index import Index
+from ragidx.index.directory import Index
 
 QUERIES = {
     "Who designed the Eddystone tower built from interlocking granite blocks?": "lighthouses.txt",

@@ -1,4 +1,4 @@
-"""Tests for ragidx.faiss_index: FaissConfig validation and FaissIndex add/search/remove/serialise."""
+"""Tests for ragidx.index.faiss_index: FaissConfig validation and FaissIndex add/search/remove/serialise."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ragidx.errors import ConfigError, IndexFormatError
-from ragidx.faiss_index import FaissConfig, FaissIndex
+from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.faiss_index import FaissIndex
 
 DIM = 16
 BASE_ID = 10**12

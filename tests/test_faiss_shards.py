@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.faiss_index import FaissConfig, FaissIndex
-from ragidx.faiss_shards import ShardedFaissIndex
-from ragidx.index import Index
-from ragidx.ingestion import ingest
+from ragidx.index.directory import Index
+from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.faiss_index import FaissIndex
+from ragidx.index.shards import ShardedFaissIndex
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import long_text, tiny_config, write_docs
 from tests.test_faiss_index import _unit
 

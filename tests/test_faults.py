@@ -14,13 +14,12 @@ import numpy as np
 import pytest
 
 from ragidx import faults
-from ragidx.encoder import Encoder
-from ragidx.index import Index
-from ragidx.ingestion import ingest
-from ragidx.integrity import verify
-from ragidx.lock import LOCK_NAME
-from ragidx.manifest import MANIFEST_NAME
-from ragidx.staging import STAGING_NAME
+from ragidx.embed.encoder import Encoder
+from ragidx.index.directory import STAGING_NAME, Index
+from ragidx.index.lock import LOCK_NAME
+from ragidx.index.manifest import MANIFEST_NAME
+from ragidx.index.verify import verify
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,12 +1,12 @@
-"""Document scores (ragidx.fusion): weighted sums, reciprocal-rank fusion, best-N chunk means."""
+"""Document scores (ragidx.search.fusion): weighted sums, reciprocal-rank fusion, best-N chunk means."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ragidx.fusion import best_mean, fuse, ranks
-from ragidx.longdoc import HybridConfig
+from ragidx.embed.config import HybridConfig
+from ragidx.search.fusion import best_mean, fuse, ranks
 
 DOCUMENT = np.array([0.9, 0.2, 0.5, 0.7])
 CHUNK = np.array([0.3, 0.8, 0.6, 0.1])

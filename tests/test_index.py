@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from ragidx.config import RagidxConfig
-from ragidx.documents import Document
-from ragidx.encoder import Encoder, EncoderConfig
+from ragidx.embed.config import EncoderConfig
+from ragidx.embed.encoder import Encoder
 from ragidx.errors import IndexFormatError, ModelError
-from ragidx.index import Index
-from ragidx.ingestion import ingest
-from ragidx.manifest import MANIFEST_NAME
+from ragidx.index.directory import Index
+from ragidx.index.manifest import MANIFEST_NAME
+from ragidx.ingestion.pipeline import ingest
+from ragidx.read.documents import Document
 
 
 @pytest.fixture()
@@ -93,8 +94,8 @@ def test_create_refuses_an_existing_index(built: Path, tiny_encoder: Encoder) ->
 
 
 def test_in_memory_index_get_remove_and_commit_elsewhere(tmp_path: Path, tiny_encoder: Encoder) -> None:
-    from ragidx.documents import Document
-    from ragidx.ingestion import add_documents
+    from ragidx.ingestion.pipeline import add_documents
+    from ragidx.read.documents import Document
 
     index = Index.create(None, tiny_encoder)
     assert index.name == "in-memory index"
@@ -126,14 +127,14 @@ def test_an_index_loads_and_searches_with_pickle_disabled(
             monkeypatch.setattr(module, name, refuse)
     index = Index.open(built, encoder_config=EncoderConfig(device="cpu"))
     assert index.search("alpha river stone", k=1)[0].doc_id == "d0.txt"
-    from ragidx.integrity import verify
+    from ragidx.index.verify import verify
 
     assert verify(built).ok
 
 
 def test_commit_refuses_a_generation_it_has_not_seen(built: Path, tiny_model: Path) -> None:
-    from ragidx.documents import Document
-    from ragidx.ingestion import add_documents
+    from ragidx.ingestion.pipeline import add_documents
+    from ragidx.read.documents import Document
 
     first, second = Index.open(built), Index.open(built)
     add_documents(first, [Document("new-1", "delta harbor light", "")])
@@ -198,7 +199,7 @@ def test_levels_that_disagree_with_the_store_are_refused(hybrid_copy: Path) -> N
     index.commit()
     with pytest.raises(IndexFormatError, match="document-level FAISS index .* does not match the store"):
         Index.open(hybrid_copy)
-    from ragidx.integrity import verify
+    from ragidx.index.verify import verify
 
     assert "document-level FAISS index" in verify(hybrid_copy).problems[0]
 
@@ -215,8 +216,8 @@ def test_a_chunk_vector_in_the_document_level_is_refused(hybrid_copy: Path) -> N
 
 
 def test_delete_removes_both_levels_and_stale_files(hybrid_copy: Path) -> None:
-    from ragidx.deletion import delete
-    from ragidx.integrity import verify
+    from ragidx.index.delete import delete
+    from ragidx.index.verify import verify
 
     index = Index.open(hybrid_copy)
     gone_vids, _ = index.store.document_vids("h4.txt")
@@ -232,8 +233,8 @@ def test_delete_removes_both_levels_and_stale_files(hybrid_copy: Path) -> None:
 
 
 def test_in_memory_hybrid_index_refuses_a_document_without_its_document_vector(tiny_encoder: Encoder) -> None:
-    from ragidx.ingestion import add_embedded
-    from ragidx.longdoc import HybridConfig, LongDocConfig
+    from ragidx.embed.config import HybridConfig, LongDocConfig
+    from ragidx.ingestion.pipeline import add_embedded
 
     index = Index.create(None, tiny_encoder, LongDocConfig(policy="late", hybrid=HybridConfig()))
     with pytest.raises(IndexFormatError, match="has 0 document-level vectors"):
@@ -241,9 +242,10 @@ def test_in_memory_hybrid_index_refuses_a_document_without_its_document_vector(t
 
 
 def test_every_document_needs_exactly_one_document_level_vector(tiny_encoder: Encoder) -> None:
-    from ragidx.faiss_index import FaissConfig, FaissIndex
-    from ragidx.index import check_agreement
-    from ragidx.store import DocumentRecord, Store, VectorRecord
+    from ragidx.index.directory import check_agreement
+    from ragidx.index.faiss_config import FaissConfig
+    from ragidx.index.faiss_index import FaissIndex
+    from ragidx.index.store import DocumentRecord, Store, VectorRecord
 
     store = Store.empty()
     for doc_id, ordinals in (("a", [-1, -1, 0]), ("b", [0])):  # a: two document vectors, b: none

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from ragidx.config import RagidxConfig
-from ragidx.documents import Document
+from ragidx.embed.documents import plan_tokens
 from ragidx.errors import ConfigError, InputError, ModelError
-from ragidx.index import Index
-from ragidx.ingestion import add_documents, add_embedded, ingest
-from ragidx.longdoc import plan_tokens
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import add_documents, add_embedded, ingest
+from ragidx.read.documents import Document
 from tests.conftest import HYBRID_LONG_DOC, TINY_WINDOW, long_text, tiny_config
 
 
@@ -144,7 +144,7 @@ def test_add_documents_from_memory_updates_changed_metadata_only(tmp_path: Path,
 
 
 def test_add_embedded_normalises_and_replaces() -> None:
-    from ragidx.manifest import ExternalEncoderInfo
+    from ragidx.index.manifest import ExternalEncoderInfo
 
     index = Index.create(None, ExternalEncoderInfo(name="elsewhere", dim=3))
     docs = [Document("x", "one", "src"), Document("y", "two", "")]

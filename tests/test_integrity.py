@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from ragidx.errors import IndexFormatError
-from ragidx.index import Index
-from ragidx.ingestion import ingest
-from ragidx.integrity import verify
-from ragidx.manifest import MANIFEST_NAME
-from ragidx.staging import STAGING_NAME
+from ragidx.index.directory import STAGING_NAME, Index
+from ragidx.index.manifest import MANIFEST_NAME
+from ragidx.index.verify import verify
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
 
 

@@ -1,4 +1,4 @@
-"""Late chunking, the vectors-per-doc budget and hybrid plans (ragidx.longdoc), against slow,
+"""Late chunking, the vectors-per-doc budget and hybrid plans (ragidx.embed.plan), against slow,
 obviously correct references on tiny random models."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from ragidx.encoder import Encoder, EncoderConfig
-from ragidx.extension import ExtensionConfig
-from ragidx.longdoc import HybridConfig, LongDocConfig, embed_plans, pass_owners, plan, plan_tokens
+from ragidx.embed.config import EncoderConfig, ExtensionConfig, HybridConfig, LongDocConfig
+from ragidx.embed.documents import embed_plans, plan_tokens
+from ragidx.embed.encoder import Encoder
+from ragidx.embed.plan import pass_owners, plan
 from tests.conftest import long_text
 
 

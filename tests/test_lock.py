@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ragidx.ingestion import ingest
-from ragidx.lock import LOCK_NAME, IndexLockedError, WriterLock
+from ragidx.index.lock import LOCK_NAME, IndexLockedError, WriterLock
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
 
 

@@ -8,10 +8,11 @@ import torch
 from pydantic import ValidationError
 
 from ragidx.config import RagidxConfig
-from ragidx.encoder import Encoder
-from ragidx.ingestion import ingest
-from ragidx.longdoc import LongDocConfig, plan
-from ragidx.store import Store
+from ragidx.embed.config import LongDocConfig
+from ragidx.embed.encoder import Encoder
+from ragidx.embed.plan import plan
+from ragidx.index.store import Store
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import long_text
 
 
@@ -96,7 +97,7 @@ def test_pcw_vector_equals_mean_of_independently_encoded_chunks(tmp_path, tiny_e
         model={"model": str(tiny_encoder.folder.path), "device": "cpu"}, long_doc={"policy": "pcw"}
     )
     ingest(tmp_path / "docs", tmp_path / "index", config)
-    from ragidx.index import Index
+    from ragidx.index.directory import Index
 
     index = Index.open(tmp_path / "index")
     stored = index.vectors.index.reconstruct(0)

@@ -1,4 +1,4 @@
-"""Tests for ragidx.manifest: Manifest write/read round trip, read errors, and write_atomic."""
+"""Tests for ragidx.index.manifest: Manifest write/read round trip, read errors, and write_atomic."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from ragidx.embed.config import LongDocConfig, PoolingConfig
 from ragidx.errors import IndexFormatError
-from ragidx.faiss_index import FaissConfig
-from ragidx.longdoc import LongDocConfig
-from ragidx.manifest import (
+from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,
     Counts,
@@ -23,7 +23,6 @@ from ragidx.manifest import (
     Manifest,
     write_atomic,
 )
-from ragidx.pooling import PoolingConfig
 
 WHEN = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ragidx.embed.models import DEFAULT_MODEL_ID, resolve_model
 from ragidx.errors import ModelError
-from ragidx.models import DEFAULT_MODEL_ID, resolve_model
 
 
 def test_default_model_is_bundled_and_offline() -> None:
@@ -70,7 +70,7 @@ def test_unsupported_module_type(tmp_path: Path, tiny_model: Path) -> None:
 
 
 def test_results_name_a_model_under_the_home_folder_with_a_tilde() -> None:
-    from ragidx.models import portable
+    from ragidx.embed.models import portable
 
     home = str(Path.home())
     assert portable(f"{home}/.cache/ragidx/models/e5-small") == "~/.cache/ragidx/models/e5-small"
@@ -79,7 +79,7 @@ def test_results_name_a_model_under_the_home_folder_with_a_tilde() -> None:
 
 
 def test_commands_are_recorded_with_a_tilde_a_shell_still_expands() -> None:
-    from ragidx.models import portable_command
+    from ragidx.embed.models import portable_command
 
     home = str(Path.home())
     args = ["ragidx", "eval", "--model", f"{home}/.cache/my models/e5", "--strategy", "extend:pi+tau:0.8"]

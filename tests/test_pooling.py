@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from ragidx.embed.config import PoolingConfig
+from ragidx.embed.pooling import pool
 from ragidx.errors import ModelError
-from ragidx.pooling import PoolingConfig, pool
 
 HIDDEN = torch.tensor(
     [
@@ -81,7 +82,7 @@ def test_unsupported_or_unreadable_pooling_config(tmp_path: Path) -> None:
 def test_l2_normalize_scales_rows_and_keeps_zero_rows_zero() -> None:
     import numpy as np
 
-    from ragidx.pooling import l2_normalize
+    from ragidx.embed.pooling import l2_normalize
 
     out = l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0], [0.0, -2.0]], dtype=np.float32))
     np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, 0.0], [0.0, -1.0]], atol=1e-7)

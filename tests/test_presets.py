@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ragidx.config import RagidxConfig
-from ragidx.extension.config import APE_METHODS, ROPE_METHODS, ExtensionConfig
+from ragidx.embed.config import APE_METHODS, ROPE_METHODS, ExtensionConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ROOT / "configs" / "extension"

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from ragidx.config import RagidxConfig
+from ragidx.embed.config import HybridConfig
 from ragidx.errors import ConfigError
-from ragidx.index import Index
-from ragidx.ingestion import ingest
-from ragidx.longdoc import HybridConfig
-from ragidx.retriever import Retriever, snippet
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import ingest
+from ragidx.search.retriever import Retriever, snippet
 from tests.conftest import long_text, tiny_config
 
 
@@ -213,9 +213,9 @@ def _best_n_brute_force(index: Index, query: str, best: int) -> dict[str, tuple[
 def test_best_n_is_exact_against_brute_force(
     chunk_index: Path, candidates: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ragidx.retriever
+    import ragidx.search.retriever
 
-    monkeypatch.setattr(ragidx.retriever, "BEST_CANDIDATES", candidates)
+    monkeypatch.setattr(ragidx.search.retriever, "BEST_CANDIDATES", candidates)
     index = Index.open(chunk_index)
     assert {index.store.document(d).n_vectors for d in index.store.doc_ids()} != {1}
     for query in (QUERY, "Document 4 garden", "light stone"):

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragidx.staging import STAGING_NAME, Staging
+from ragidx.index.directory import STAGING_NAME
+from ragidx.ingestion.checkpoints import Staging
 
 
 def test_batches_round_trip_and_other_fingerprints_are_dropped(tmp_path: Path) -> None:

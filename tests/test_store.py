@@ -1,4 +1,4 @@
-"""Tests for ragidx.store: the Parquet documents/vectors store beside the FAISS index."""
+"""Tests for ragidx.index.store: the Parquet documents/vectors store beside the FAISS index."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragidx.errors import IndexFormatError
-from ragidx.store import DOCUMENT_SCHEMA, VECTOR_SCHEMA, DocumentRecord, Store, VectorRecord
+from ragidx.index.store import DOCUMENT_SCHEMA, VECTOR_SCHEMA, DocumentRecord, Store, VectorRecord
 
 META = {"author": "Zoë Ångström", "tags": ["été", "東京"], "nested": {"n": 1, "ok": True, "none": None}}
 

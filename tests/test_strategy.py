@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.config import EncoderConfig
 from ragidx.errors import ConfigError
 from ragidx.strategy import parse
 

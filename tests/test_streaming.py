@@ -10,8 +10,8 @@ import pytest
 
 from ragidx import documents
 from ragidx.errors import InputError
-from ragidx.index import Index
-from ragidx.ingestion import ingest
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import long_text, tiny_config
 
 

@@ -1,4 +1,4 @@
-"""Tests for ragidx.trec: reading query files (JSONL/TSV) and writing/reading TREC run files."""
+"""Tests for ragidx.search.trec: reading query files (JSONL/TSV) and writing/reading TREC run files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ragidx.errors import InputError
-from ragidx.trec import read_queries, read_run, write_run
+from ragidx.search.trec import read_queries, read_run, write_run
 
 
 def _file(tmp_path: Path, name: str, content: str | bytes) -> Path:
@@ -167,7 +167,7 @@ def test_gzipped_runs_round_trip_and_are_byte_identical(tmp_path: Path) -> None:
     import gzip
 
     from ragidx.errors import InputError
-    from ragidx.trec import open_run, read_run_file
+    from ragidx.search.trec import open_run, read_run_file
 
     ranked = [("doc a", 0.9), ("d2", 0.5)]
     for name in ("one.trec.gz", "two.trec.gz", "plain.trec"):
@@ -192,7 +192,7 @@ def test_gzipped_runs_round_trip_and_are_byte_identical(tmp_path: Path) -> None:
 
 def test_a_plain_run_file_gzipped_after_the_fact_is_still_read(tmp_path: Path) -> None:
     """results.json of an older folder names ``runs/x.trec``; the committed file is ``x.trec.gz``."""
-    from ragidx.trec import open_run, read_run_file
+    from ragidx.search.trec import open_run, read_run_file
 
     with open_run(tmp_path / "x.trec.gz") as handle:
         write_run(handle, "q1", [("d1", 0.5), ("d0", 0.25)])

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragidx.embed.cache import EmbeddingCache, make_key
 from ragidx.errors import InputError
-from ragidx.vector_cache import EmbeddingCache, make_key
 
 
 def test_vectors_survive_a_reload_per_model(tmp_path: Path) -> None:

@@ -1,30 +1,21 @@
-"""The root Typer app: global options, error handling, and one module per command.
+"""The root Typer app: global options, and the one place where commands are registered.
 
-Commands live in ``ragidx.cli.<command>`` and are registered here. Every command runs inside
-:func:`handle_errors`: a :class:`~ragidx.errors.RagidxError` becomes ``error: <one line>`` on stderr
-and a non-zero exit, with the traceback only under ``--debug``.
+Each command lives in its own module, ``ragidx.cli.<command>``, as a plain function; this module
+imports them and registers them, so dependencies point one way (app → commands → library).
+Command modules import torch and the other heavy libraries inside the function that needs them,
+so ``ragidx --help``, ``ragidx COMMAND --help``, ``info`` and ``verify`` start without them.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import re
-from collections.abc import Callable
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from ragidx import __version__
-from ragidx.errors import RagidxError
-
-P = ParamSpec("P")
-PARTIAL_EXIT = 3  # the command did its work, but some inputs were skipped (like rsync's code 23)
-R = TypeVar("R")
-
-out = Console(soft_wrap=True)  # results (stdout)
-err = Console(stderr=True, soft_wrap=True)  # progress and warnings
+from ragidx.cli import delete, eval, info, ingest, probe, query, verify
+from ragidx.cli.console import out, state
 
 app = typer.Typer(
     name="ragidx",
@@ -38,42 +29,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-
-
-class _State:
-    debug = False
-
-
-state = _State()
-
-
-def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn user-facing errors into one line and an exit code."""
-
-    @functools.wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except RagidxError as exc:
-            if state.debug:
-                raise
-            typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
-            raise typer.Exit(exc.exit_code) from None
-        except OSError as exc:  # a disk or permission failure while writing: nothing was committed
-            if state.debug:
-                raise
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted: nothing was committed", err=True)
-            raise typer.Exit(130) from None
-
-    return wrapper
-
-
-def one_line(text: str) -> str:
-    """``text`` with control characters (a newline in a file name…) escaped: warnings stay one line."""
-    return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], text)
 
 
 def _version(value: bool) -> None:
@@ -100,5 +55,10 @@ def main() -> None:
     app()
 
 
-# Commands register themselves on import (one module each, Typer-style).
-from ragidx.cli import delete, eval, info, ingest, probe, query, verify  # noqa: E402,F401
+app.command("ingest")(ingest.ingest_command)
+app.command("query")(query.query_command)
+app.command("info")(info.info_command)
+app.command("verify")(verify.verify_command)
+app.command("delete")(delete.delete_command)
+app.add_typer(eval.eval_app, name="eval")
+app.add_typer(probe.probe_app, name="probe")

@@ -8,12 +8,10 @@ from typing import Annotated
 
 import typer
 
-from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, one_line, out
+from ragidx.cli.console import PARTIAL_EXIT, err, handle_errors, one_line, out
 from ragidx.cli.options import DEFAULT_INDEX, Json
-from ragidx.deletion import delete
 
 
-@app.command("delete")
 @handle_errors
 def delete_command(
     index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
@@ -33,6 +31,8 @@ def delete_command(
 
     Exit status: 0 done; 1 error (nothing changed); 3 done, but some --id matched nothing.
     """
+    from ragidx.index.delete import delete
+
     report = delete(index, ids or [], sources or [], dry_run=dry_run)
     if as_json:
         out.print_json(json.dumps({**report.to_dict(), "dry_run": dry_run}, ensure_ascii=False))

@@ -7,7 +7,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -15,11 +15,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
-from ragidx.cli.app import app, err, handle_errors, out
+from ragidx.cli.console import err, handle_errors, out
 from ragidx.cli.options import Device, DType, Json
 from ragidx.errors import ConfigError, describe_validation
 from ragidx.evaluate.report import EvalResults, compare_rows, table_rows, task_title
-from ragidx.evaluate.runner import EvalGrid, run_grid
 from ragidx.evaluate.tasks import DATA_ENV
 
 CACHE_ENV = "RAGIDX_EVAL_CACHE"
@@ -33,7 +32,10 @@ eval_app = typer.Typer(
     ),
     rich_markup_mode="rich",
 )
-app.add_typer(eval_app, name="eval")
+
+if TYPE_CHECKING:
+    from ragidx.evaluate.runner import EvalGrid
+
 
 
 class _Bars:
@@ -84,6 +86,8 @@ def _lengths(values: list[str] | None) -> list[int | None]:
 
 
 def _run(grid: EvalGrid, quiet: bool, as_json: bool) -> EvalResults:
+    from ragidx.evaluate.runner import run_grid  # torch, transformers
+
     if quiet or as_json:
         results = run_grid(grid)
     else:
@@ -220,6 +224,8 @@ def eval_command(
 
 def _grid(settings: dict[str, object], where: str) -> EvalGrid:
     try:
+        from ragidx.evaluate.runner import EvalGrid
+
         return EvalGrid.model_validate(settings)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {describe_validation(exc)}") from exc

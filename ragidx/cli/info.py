@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from ragidx.cli.app import app, handle_errors, out
+from ragidx.cli.console import handle_errors, out
 from ragidx.cli.options import DEFAULT_INDEX, Json
-from ragidx.index import Index
-from ragidx.manifest import ExternalEncoderInfo, Manifest
-from ragidx.pooling import PoolingConfig
+from ragidx.embed.config import PoolingConfig
+from ragidx.index.manifest import ExternalEncoderInfo, Manifest
+
+if TYPE_CHECKING:
+    from ragidx.index.directory import Index
 
 
-@app.command("info")
+
 @handle_errors
 def info_command(
     index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
@@ -32,6 +34,8 @@ def info_command(
     version. --documents lists every document with its tokens and how it was embedded.
     """
     if documents:
+        from ragidx.index.directory import Index  # faiss: only for the per-document table
+
         _documents(Index.open(index), as_json)
         return
     manifest = Manifest.read(index)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -13,9 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
-from ragidx.cli.app import PARTIAL_EXIT, app, err, handle_errors, one_line, out
+from ragidx.cli.console import PARTIAL_EXIT, err, handle_errors, one_line, out
+from ragidx.cli.ingest_settings import IngestFlags, ingest_settings
 from ragidx.cli.options import (
-    AUTO_REFUSED,
     DEFAULT_INDEX,
     BestChunks,
     ConfigFile,
@@ -23,14 +23,14 @@ from ragidx.cli.options import (
     Hybrid,
     IndexDir,
     Json,
-    hybrid_fields,
 )
-from ragidx.config import RagidxConfig
-from ragidx.documents import Document, Skipped
+from ragidx.embed.config import DocumentSource, Policy
 from ragidx.errors import ConfigError
-from ragidx.ingestion import IngestReport, ingest
-from ragidx.longdoc import DocumentSource, Policy
-from ragidx.strategy import parse
+
+if TYPE_CHECKING:
+    from ragidx.ingestion.pipeline import IngestReport
+    from ragidx.read.documents import Document, Skipped
+
 
 
 class Engine(StrEnum):
@@ -66,7 +66,6 @@ class _Progress:
         self.bar.console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
 
 
-@app.command("ingest")
 @handle_errors
 def ingest_command(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).", show_default=False)],
@@ -222,60 +221,37 @@ def ingest_command(
     """
     if engine is Engine.local and (ray_address or workers or gpus_per_worker):
         raise ConfigError("--ray-address, --workers and --gpus-per-worker need --engine ray")
-    flags = {
-        "--long-doc": long_doc,
-        "--chunk-size": chunk_size,
-        "--overlap": overlap,
-        "--method": method,
-        "--target-length": target_length,
-        "--tau": tau,
-        "--query-tau": query_tau,
-        "--extension": extension,
-        "--vectors-per-doc": vectors_per_doc,
-        "--best-chunks": best_chunks,
-        "--hybrid": hybrid,
-        "--hybrid-document": hybrid_document,
-    }
-    if strategy is not None:
-        given = [flag for flag, value in flags.items() if value is not None]
-        if given:
-            raise ConfigError(
-                f"--strategy {strategy}: give the long-document settings in it, not also {given[0]}"
-            )
-    elif (hybrid_document or hybrid_tuned_on) and hybrid is None:
-        raise ConfigError("--hybrid-document and --hybrid-tuned-on need --hybrid rrf|<w>")
-    settings = RagidxConfig.load(config, extension).override(
-        model={
-            **_pooling_option(pooling),
-            "model": model,
-            "device": device,
-            "batch_size": batch_size,
-            "trust_remote_code": trust_remote_code or None,
-        },
-        long_doc={
-            "policy": long_doc,
-            "chunk_size": chunk_size,
-            "overlap": overlap,
-            "max_tokens": max_tokens,
-            "vectors_per_doc": vectors_per_doc,
-            "best_chunks": best_chunks,
-            "extension": {
-                "method": method,
-                "target_length": target_length,
-                "tau": tau,
-                "query_tau": query_tau,
-            },
-        },
-        index={"factory": faiss_factory, "shards": faiss_shards},
-        ingest={"include": include or None, "exclude": exclude or None, "prune": prune, "strict": strict},
+    settings = ingest_settings(
+        IngestFlags(
+            config=config,
+            extension=extension,
+            strategy=strategy,
+            model=model,
+            pooling=pooling,
+            device=device,
+            batch_size=batch_size,
+            trust_remote_code=trust_remote_code,
+            long_doc=long_doc,
+            chunk_size=chunk_size,
+            overlap=overlap,
+            max_tokens=max_tokens,
+            method=method,
+            target_length=target_length,
+            tau=tau,
+            query_tau=query_tau,
+            vectors_per_doc=vectors_per_doc,
+            best_chunks=best_chunks,
+            hybrid=hybrid,
+            hybrid_document=hybrid_document,
+            hybrid_tuned_on=hybrid_tuned_on,
+            faiss_factory=faiss_factory,
+            faiss_shards=faiss_shards,
+            include=tuple(include or ()),
+            exclude=tuple(exclude or ()),
+            prune=prune,
+            strict=strict,
+        )
     )
-    if strategy is not None:
-        settings = _with_strategy(settings, strategy, max_tokens, hybrid_tuned_on)
-    elif hybrid is not None:
-        policy = settings.long_doc.policy
-        document = hybrid_document or ("pass" if policy == "late" else "pcw")
-        fields = {**hybrid_fields(hybrid), "document": document, "tuned_on": hybrid_tuned_on}
-        settings = settings.override(long_doc={"hybrid": fields})
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -286,7 +262,7 @@ def ingest_command(
     show = not (quiet or as_json) and err.is_terminal  # no bar in logs and pipes
     with RichBar(*columns, console=err, transient=True, disable=not show) as bar:
         if engine is Engine.ray:
-            from ragidx.distributed import ingest_ray  # Ray is optional
+            from ragidx.ingestion.ray_engine import ingest_ray  # Ray is optional
 
             report = ingest_ray(
                 paths,
@@ -298,6 +274,8 @@ def ingest_command(
                 progress=_Progress(bar),
             )
         else:
+            from ragidx.ingestion.pipeline import ingest  # torch, transformers
+
             report = ingest(paths, index, settings, progress=_Progress(bar))
     if as_json:
         out.print_json(json.dumps(report.to_dict()))
@@ -305,44 +283,6 @@ def ingest_command(
         _summary(report)
     if report.skipped:
         raise typer.Exit(PARTIAL_EXIT)
-
-
-def _with_strategy(
-    settings: RagidxConfig, spec: str, max_tokens: int | None, tuned_on: str | None
-) -> RagidxConfig:
-    """``settings`` with the long-document section (and landmark pooling) of a strategy spec."""
-    parsed = parse(spec)
-    if parsed.fusion == "auto":
-        raise ConfigError(AUTO_REFUSED.format(what=f"--strategy {spec}"))
-    if tuned_on is not None and parsed.fusion is None:
-        raise ConfigError(f"--strategy {spec}: --hybrid-tuned-on needs a hybrid:… part")
-    if parsed.method is not None and parsed.preset is None and max_tokens is None:
-        raise ConfigError(
-            f"--strategy {spec}: extend:{parsed.method} needs the extended length; add --max-tokens N "
-            "(e.g. 2048)"
-        )
-    long_doc = parsed.long_doc(max_tokens)
-    if tuned_on is not None and long_doc.hybrid is not None:
-        long_doc = long_doc.model_copy(
-            update={"hybrid": long_doc.hybrid.model_copy(update={"tuned_on": tuned_on})}
-        )
-    return settings.model_copy(update={"long_doc": long_doc, "model": parsed.encoder_config(settings.model)})
-
-
-def _pooling_option(value: str | None) -> dict[str, object]:
-    """``lmk:64`` → ``{"pooling": ["lmk"], "landmark_every": 64}`` and the like."""
-    if value is None:
-        return {}
-    name, _, number = value.partition(":")
-    options: dict[str, object] = {}
-    if name == "lmk-sentence":
-        name, options["landmark_placement"] = "lmk", "sentence"
-    if number:
-        key = {"lmk": "landmark_every", "multicls": "multicls_every", "mean_every": "mean_every"}.get(name)
-        if key is None or not number.isdigit():
-            raise ConfigError(f"--pooling {value}: only lmk, multicls and mean_every take ':<number>'")
-        options[key] = int(number)
-    return {"pooling": [name], **options}
 
 
 def _summary(report: IngestReport) -> None:

@@ -60,7 +60,7 @@ BestChunks = Annotated[
 
 
 def hybrid_fields(value: str) -> dict[str, Any]:
-    """``--hybrid rrf|<w>`` as :class:`~ragidx.longdoc.HybridConfig` fields (a one-line
+    """``--hybrid rrf|<w>`` as :class:`~ragidx.embed.config.HybridConfig` fields (a one-line
     :class:`ConfigError` for anything else, ``auto`` included: it is tuned by ``ragidx eval``)."""
     try:
         parsed = fusion(value)

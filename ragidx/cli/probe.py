@@ -6,19 +6,18 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichBar
 
-from ragidx.cli.app import app, err, handle_errors, out
+from ragidx.cli.console import err, handle_errors, out
 from ragidx.cli.options import Device, Json
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.config import EncoderConfig
+from ragidx.embed.models import portable_command
 from ragidx.errors import ConfigError
-from ragidx.models import portable_command
 from ragidx.probe.report import ProbeResults
-from ragidx.probe.run import ProbeInputs, run_collapse, run_position
 
 probe_app = typer.Typer(
     help=(
@@ -30,7 +29,6 @@ probe_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
 )
-app.add_typer(probe_app, name="probe")
 
 Model = Annotated[
     str,
@@ -78,6 +76,10 @@ Cache = Annotated[
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
+if TYPE_CHECKING:
+    from ragidx.probe.run import ProbeInputs
+
+
 
 def _bar(quiet: bool, as_json: bool) -> RichBar:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -104,6 +106,8 @@ def _inputs(
     device: str | None,
     tau: float | None,
 ) -> ProbeInputs:
+    from ragidx.probe.run import ProbeInputs  # torch, transformers
+
     command = portable_command(["python", "-m", "ragidx", *sys.argv[1:]]) if sys.argv else ""
     return ProbeInputs(
         model=EncoderConfig(model=model, device=device or "auto"),
@@ -156,6 +160,7 @@ def position_command(
     a document dominates its vector.
     """
     from ragidx.probe.position import PositionSettings
+    from ragidx.probe.run import run_position
 
     if tau is not None and not 0 < tau <= 1:
         raise ConfigError(f"--tau {tau:g}: must be in (0, 1]")
@@ -208,6 +213,8 @@ def collapse_command(
     pair = [w.strip() for w in words.split(",") if w.strip()]
     if len(pair) != 2:
         raise ConfigError(f"--words {words}: give exactly two words separated by a comma")
+    from ragidx.probe.run import run_collapse
+
     inputs = _inputs(model, strategy, texts, out_dir, max_tokens, limit, min_tokens, cache, device, None)
     with _bar(quiet, as_json) as bar:
         results = run_collapse(inputs, taus, (pair[0], pair[1]), progress=_progress(bar))

@@ -6,22 +6,22 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from ragidx.cli.app import app, handle_errors, out
+from ragidx.cli.console import handle_errors, out
 from ragidx.cli.options import DEFAULT_INDEX, BestChunks, Device, Hybrid, IndexDir, Json, hybrid_fields
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.errors import ConfigError
-from ragidx.index import Index
-from ragidx.longdoc import HybridConfig
-from ragidx.retriever import SearchResult
-from ragidx.trec import read_queries, write_run
+from ragidx.search.trec import read_queries, write_run
+
+if TYPE_CHECKING:
+    from ragidx.search.retriever import SearchResult
 
 
-@app.command("query")
+
 @handle_errors
 def query_command(
     text: Annotated[
@@ -64,6 +64,8 @@ def query_command(
     runtime = {"device": device, "model": model}
     encoder_config = EncoderConfig.model_validate({k: v for k, v in runtime.items() if v is not None})
     fused = None if hybrid is None else HybridConfig.model_validate(hybrid_fields(hybrid))
+    from ragidx.index.directory import Index
+
     opened = Index.open(index, encoder_config=encoder_config)
     if text is not None:
         results = opened.search(text, k, hybrid=fused, best_chunks=best_chunks)

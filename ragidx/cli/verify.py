@@ -8,12 +8,10 @@ from typing import Annotated
 
 import typer
 
-from ragidx.cli.app import app, err, handle_errors, out
+from ragidx.cli.console import err, handle_errors, out
 from ragidx.cli.options import DEFAULT_INDEX, Json
-from ragidx.integrity import verify
 
 
-@app.command("verify")
 @handle_errors
 def verify_command(
     index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
@@ -27,6 +25,8 @@ def verify_command(
 
     Exit status: 0 the index is sound; 1 it is damaged (each problem on its own line).
     """
+    from ragidx.index.verify import verify
+
     report = verify(index)
     if as_json:
         out.print_json(json.dumps(report.to_dict(), ensure_ascii=False))

@@ -1,15 +1,15 @@
 """Run evaluations: a grid of models × strategies × max lengths × tasks, resumable and cached.
 
 For each (model, strategy, max length, task) the runner plans every document with the strategy's
-:class:`~ragidx.longdoc.LongDocConfig` (``ragidx.longdoc.plan``, as ingest does), embeds the
-windows the cache does not hold with :class:`~ragidx.encoder.Encoder`, combines them
-(``ragidx.longdoc.combine``: one vector, or one per chunk), embeds the queries, scores every
+:class:`~ragidx.embed.config.LongDocConfig` (``ragidx.embed.plan.plan``, as ingest does), embeds the
+windows the cache does not hold with :class:`~ragidx.embed.encoder.Encoder`, combines them
+(``ragidx.embed.plan.combine``: one vector, or one per chunk), embeds the queries, scores every
 document of the group by exact inner product (a chunked document by its best chunk, max-sim, as
-``ragidx.retriever`` does; ``+best:N``: the mean of its N best), and computes the metrics. A
+``ragidx.search.retriever`` does; ``+best:N``: the mean of its N best), and computes the metrics. A
 selection (``--select A,B,C``) is scored from its candidates' runs: each query fold ranked by the
 candidate chosen on the other folds (:mod:`ragidx.evaluate.selection`).
 Records already in the output folder's ``results.json`` are skipped, and embeddings are cached on
-disk per document (:mod:`ragidx.vector_cache`), so an interrupted or extended grid resumes without
+disk per document (:mod:`ragidx.embed.cache`), so an interrupted or extended grid resumes without
 recomputing.
 """
 
@@ -31,7 +31,12 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragidx import __version__
-from ragidx.encoder import DTypeName, Encoder, EncoderConfig, Tokens
+from ragidx.embed.cache import EmbeddingCache, content_hash, make_key
+from ragidx.embed.config import DTypeName, EncoderConfig, ExtensionConfig, HybridConfig, LongDocConfig
+from ragidx.embed.documents import embed_raw, plan_tokens
+from ragidx.embed.encoder import Encoder, Tokens
+from ragidx.embed.models import portable, portable_command
+from ragidx.embed.plan import EmbedPlan, combine
 from ragidx.errors import ConfigError
 from ragidx.evaluate.metrics import evaluate, per_query
 from ragidx.evaluate.report import (
@@ -46,14 +51,10 @@ from ragidx.evaluate.report import (
 )
 from ragidx.evaluate.selection import C, choose, cross_validate
 from ragidx.evaluate.tasks import LENGTHS, Task, TaskGroup, load_task
-from ragidx.extension.config import ExtensionConfig
-from ragidx.fusion import WEIGHTS, best_mean, fuse
-from ragidx.longdoc import EmbedPlan, HybridConfig, LongDocConfig, combine, embed_raw, plan_tokens
-from ragidx.manifest import now
-from ragidx.models import portable, portable_command
+from ragidx.index.manifest import now
+from ragidx.search.fusion import WEIGHTS, best_mean, fuse
+from ragidx.search.trec import open_run, read_run_file, trec_id, write_run
 from ragidx.strategy import Strategy, parse
-from ragidx.trec import open_run, read_run_file, trec_id, write_run
-from ragidx.vector_cache import EmbeddingCache, content_hash, make_key
 
 FLUSH_TOKENS = 1 << 16  # embed (and write the cache) once this many tokens are pending
 TOP_K = 100
@@ -596,7 +597,7 @@ def _plan_tokens(encoder: Encoder, tokens: Tokens, doc_plan: EmbedPlan) -> int:
 
 @dataclass
 class _Raw:
-    """One document's raw vectors (un-normalised, as :func:`~ragidx.longdoc.embed_raw` returns them)
+    """One document's raw vectors (un-normalised, as :func:`~ragidx.embed.documents.embed_raw` returns them)
     and where the cache keeps them. A plan of plain windows (``whole``, ``truncate``, ``chunk``,
     ``pcw``, one ``extend`` pass) is cached per window, so strategies share the windows they have in
     common (``truncate``'s window is the first of ``chunk``'s and ``pcw``'s, and a document that fits
@@ -660,7 +661,7 @@ class _Raw:
         return fresh
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """(chunk vectors, document vector): what :func:`~ragidx.longdoc.combine` takes."""
+        """(chunk vectors, document vector): what :func:`~ragidx.embed.plan.combine` takes."""
         if self.per_window:
             return np.vstack(self.rows), None
         rows = self.rows[0]
@@ -678,7 +679,7 @@ def _per_window(plan: EmbedPlan) -> bool:
 
 def _acting(extension: ExtensionConfig, span: tuple[int, int], window: int) -> ExtensionConfig:
     """The extension that acts on one plain window: none (τ aside) where the model's own window holds
-    it, since an extension runs the unmodified model on such inputs (:mod:`ragidx.extension`), so an
+    it, since an extension runs the unmodified model on such inputs (:mod:`ragidx.embed.extension`), so an
     ``extend`` strategy shares those vectors with the others; unless an explicit ``original_length``
     moves where the extension starts."""
     if extension.method == "none" or extension.original_length is not None or span[1] - span[0] > window:
@@ -703,7 +704,7 @@ def _window_key(
 
 
 def _document_key(encoder_id: str, extension: ExtensionConfig, doc_plan: EmbedPlan, sha: str) -> str:
-    """What decides a late or hybrid document's raw vectors (see :mod:`ragidx.vector_cache`)."""
+    """What decides a late or hybrid document's raw vectors (see :mod:`ragidx.embed.cache`)."""
     document = doc_plan.document
     recipe: dict[str, Any] = {
         "raw": 2,
@@ -783,7 +784,7 @@ def scores(
     queries: np.ndarray, docs: _Embedded, hybrid: HybridConfig | None = None, best: int | None = None
 ) -> np.ndarray:
     """(n queries, n docs) document scores: best vector (max-sim; ``best``: the mean of the best N),
-    fused with the document vector's cosine for a hybrid (``ragidx.fusion``)."""
+    fused with the document vector's cosine for a hybrid (``ragidx.search.fusion``)."""
     chunk, document = _levels(queries, docs, best)
     if hybrid is None or document is None:
         return chunk

@@ -76,7 +76,7 @@ class Task:
 
 
 class Tokenizing(Protocol):
-    """What generation needs from an encoder (``ragidx.encoder.Encoder`` provides it)."""
+    """What generation needs from an encoder (``ragidx.embed.encoder.Encoder`` provides it)."""
 
     prefix_ids: list[int]
     suffix_ids: list[int]

@@ -3,7 +3,7 @@
 * :mod:`ragidx.probe.texts` — input texts (folder or JSONL), the generated Lorem-Ipsum-like filler,
   sentence splitting;
 * :mod:`ragidx.probe.embedding` — a strategy (:mod:`ragidx.strategy`) bound to an encoder, cached;
-* the on-disk Parquet vector cache is :mod:`ragidx.vector_cache` (shared with ``ragidx eval``);
+* the on-disk Parquet vector cache is :mod:`ragidx.embed.cache` (shared with ``ragidx eval``);
 * :mod:`ragidx.probe.ablation` — insertion and removal ablations, token-exact;
 * :mod:`ragidx.probe.importance` — the sentence-importance regression and its statistics;
 * :mod:`ragidx.probe.position` — the positional-bias probe (spec §6);

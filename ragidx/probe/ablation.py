@@ -17,7 +17,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Literal
 
-from ragidx.encoder import Tokens
+from ragidx.embed.encoder import Tokens
 
 INSERT_SIZES = (0.05, 0.1, 0.2, 0.5, 1.0)
 REMOVE_SIZES = (0.05, 0.1, 0.2, 0.5)

@@ -1,9 +1,9 @@
 """One encoder and one strategy: texts → one L2-normalised vector each, cached, token-exact cuts.
 
 :class:`ProbeEncoder` binds a :class:`~ragidx.strategy.Strategy` to a loaded
-:class:`~ragidx.encoder.Encoder` (its extension and pooling) and embeds texts the way ingestion
-does (:func:`~ragidx.longdoc.plan_tokens`, :func:`~ragidx.longdoc.embed_plans`), looking every
-text up in a :class:`~ragidx.vector_cache.EmbeddingCache` first. It also says how many tokens the
+:class:`~ragidx.embed.encoder.Encoder` (its extension and pooling) and embeds texts the way ingestion
+does (:func:`~ragidx.embed.documents.plan_tokens`, :func:`~ragidx.embed.documents.embed_plans`), looking every
+text up in a :class:`~ragidx.embed.cache.EmbeddingCache` first. It also says how many tokens the
 strategy reads (:attr:`ProbeEncoder.reach`) and cuts texts at token boundaries
 (:meth:`ProbeEncoder.cut`), which the ablations need to be exact.
 """
@@ -15,11 +15,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ragidx.encoder import Encoder, EncoderConfig, Tokens
+from ragidx.embed.cache import EmbeddingCache, make_key
+from ragidx.embed.config import EncoderConfig
+from ragidx.embed.documents import embed_plans, plan_tokens
+from ragidx.embed.encoder import Encoder, Tokens
+from ragidx.embed.plan import EmbedPlan
 from ragidx.errors import ConfigError
-from ragidx.longdoc import EmbedPlan, embed_plans, plan_tokens
 from ragidx.strategy import Strategy
-from ragidx.vector_cache import EmbeddingCache, make_key
 
 
 class ProbeEncoder:
@@ -102,7 +104,7 @@ class ProbeEncoder:
         return out
 
     def key(self, text: str, plan: EmbedPlan) -> str:
-        """The cache key of ``text`` embedded by ``plan`` (see :mod:`ragidx.vector_cache`)."""
+        """The cache key of ``text`` embedded by ``plan`` (see :mod:`ragidx.embed.cache`)."""
         recipe: dict[str, object] = {"mode": plan.mode, "tau": self.long_doc.extension.tau}
         if plan.mode != "whole":
             recipe.update(spans=plan.spans, long_doc=self._long_doc_key)

@@ -2,7 +2,7 @@
 
 :func:`run_position` and :func:`run_collapse` load the texts, build one
 :class:`~ragidx.probe.embedding.ProbeEncoder` per strategy (sharing one on-disk
-:class:`~ragidx.vector_cache.EmbeddingCache`), run the probe, draw the figures and write
+:class:`~ragidx.embed.cache.EmbeddingCache`), run the probe, draw the figures and write
 ``results.json``, ``results.md`` and the PNGs into ``out`` (see :mod:`ragidx.probe.report`).
 """
 
@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.cache import EmbeddingCache
+from ragidx.embed.config import EncoderConfig
+from ragidx.embed.models import portable
 from ragidx.errors import ConfigError
-from ragidx.models import portable
 from ragidx.probe import plots
 from ragidx.probe.collapse import EDGES, probe_collapse
 from ragidx.probe.embedding import ProbeEncoder
@@ -31,7 +32,6 @@ from ragidx.probe.report import (
 )
 from ragidx.probe.texts import Text, load_texts, long_texts
 from ragidx.strategy import Strategy, parse
-from ragidx.vector_cache import EmbeddingCache
 
 
 @dataclass

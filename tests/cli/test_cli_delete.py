@@ -8,8 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.index import Index
-from ragidx.ingestion import ingest
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.trec import read_run_file
+from ragidx.search.trec import read_run_file
 from tests.conftest import write_qmsum
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.index import Index
+from ragidx.index.directory import Index
 from tests.conftest import long_text
 
 runner = CliRunner()
@@ -131,7 +131,7 @@ def test_hostile_folder_warns_once_per_file_and_ingests_the_rest(
     tmp_path: Path, tiny_model: Path, monkeypatch
 ) -> None:
     from ragidx import documents
-    from ragidx.index import Index
+    from ragidx.index.directory import Index
     from tests.hostile import hostile_folder
 
     monkeypatch.setattr(documents, "PDF_PAGE_CONTENT_LIMIT", 1 << 20)

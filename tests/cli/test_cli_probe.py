@@ -115,7 +115,8 @@ def test_empty_folder_and_texts_too_short(tmp_path: Path, tiny_model: Path) -> N
 def test_min_tokens_picks_the_long_texts_before_the_limit(
     tmp_path: Path, tiny_model: Path, texts: Path
 ) -> None:
-    from ragidx.encoder import Encoder, EncoderConfig
+    from ragidx.embed.config import EncoderConfig
+    from ragidx.embed.encoder import Encoder
 
     encoder = Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
     counts = {p.name: len(encoder.tokenize(p.read_text(), "document")) for p in sorted(texts.iterdir())}

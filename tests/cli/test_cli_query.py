@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.trec import read_run
+from ragidx.search.trec import read_run
 
 runner = CliRunner()
 

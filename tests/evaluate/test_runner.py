@@ -13,7 +13,7 @@ from ragidx.evaluate.metrics import evaluate
 from ragidx.evaluate.report import EvalRecord, Hardware, Timing, read_results
 from ragidx.evaluate.runner import EvalGrid, run_grid, search
 from ragidx.evaluate.tasks import Task, TaskGroup, load_task
-from ragidx.trec import read_run_file
+from ragidx.search.trec import read_run_file
 from tests.conftest import write_qmsum
 
 
@@ -129,7 +129,7 @@ def test_documents_the_window_holds_share_vectors_across_extensions(tiny_model: 
 
 
 def test_an_explicit_original_length_keeps_a_window_its_own_key() -> None:
-    from ragidx.extension import ExtensionConfig
+    from ragidx.embed.config import ExtensionConfig
 
     pi = ExtensionConfig(method="pi", target_length=256)
     key = functools.partial(runner._window_key, "enc", span=(0, 50), window=62, sha="s")
@@ -203,7 +203,7 @@ def test_hybrid_weight_one_and_zero_reproduce_document_and_chunk_rankings() -> N
     documents = rng.normal(size=(3, 4)).astype(np.float32)
     docs = runner._Embedded(["a", "b", "c"], chunks, np.array([0, 2, 5]), documents=documents)
     queries = rng.normal(size=(5, 4)).astype(np.float32)
-    from ragidx.longdoc import HybridConfig
+    from ragidx.embed.config import HybridConfig
 
     only_doc = search(queries, docs, hybrid=HybridConfig(fusion="weighted", weight=1.0))
     only_chunk = search(queries, docs, hybrid=HybridConfig(fusion="weighted", weight=0.0))
@@ -344,7 +344,7 @@ def test_a_hand_built_selection_of_two_candidates(tmp_path: Path) -> None:
     against 60 % for either candidate. At 512 B is always right: B in every fold, 100 %."""
     from ragidx.evaluate.metrics import per_query
     from ragidx.evaluate.runner import select_one
-    from ragidx.trec import open_run, trec_id, write_run
+    from ragidx.search.trec import open_run, trec_id, write_run
 
     a, b = "chunk:16:0", "extend:pi"
     folds = [[4, 6], [2, 7], [3, 5], [9, 0], [8, 1]]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ragidx.evaluate.selection import choose, cross_validate
-from ragidx.fusion import WEIGHTS
+from ragidx.search.fusion import WEIGHTS
 
 
 def test_choose_picks_the_best_mean_and_prefers_the_earlier_choice_on_ties() -> None:

@@ -8,8 +8,9 @@ import pytest
 import torch
 from transformers import BertModel
 
-from ragidx.extension import Extension, ExtensionConfig
-from ragidx.extension.ape import interpolated_table, position_ids
+from ragidx.embed.config import ExtensionConfig
+from ragidx.embed.extension import Extension
+from ragidx.embed.extension.ape import interpolated_table, position_ids
 from tests.tiny_models import tiny_bert, tiny_xlmr
 
 L_O = 64

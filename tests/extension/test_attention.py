@@ -1,4 +1,4 @@
-"""ragidx.extension.attention against slow, dense, obviously-correct references.
+"""ragidx.embed.extension.attention against slow, dense, obviously-correct references.
 
 Every fused / blocked path is compared with an explicit ``softmax(QKᵀ·scale + mask)·V`` built from the
 full L×L matrix at small sizes. SelfExtend is checked against a reference that rotates *unrotated* keys
@@ -27,8 +27,8 @@ from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from ragidx.extension import attention as attn
-from ragidx.extension.attention import (
+from ragidx.embed.extension import attention as attn
+from ragidx.embed.extension.attention import (
     ATTN_IMPLEMENTATION,
     AttentionPlan,
     Rotate,

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from ragidx.cli import app
 from ragidx.config import RagidxConfig
-from ragidx.encoder import Encoder, EncoderConfig
+from ragidx.embed.config import EncoderConfig, ExtensionConfig
+from ragidx.embed.encoder import Encoder
 from ragidx.errors import ModelError
-from ragidx.extension import ExtensionConfig
-from ragidx.index import Index
-from ragidx.ingestion import ingest
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import ingest
 from tests.conftest import TINY_WINDOW, long_text
 
 
@@ -144,7 +144,7 @@ def test_cli_extend_with_a_preset_file(tmp_path: Path, tiny_model: Path) -> None
     assert manifest["long_doc"]["extension"]["tau"] == 0.9
     assert runner.invoke(app, ["info", str(tmp_path / "ix2")]).exit_code == 0
     from ragidx.cli.info import _long_doc
-    from ragidx.manifest import Manifest
+    from ragidx.index.manifest import Manifest
 
     described = _long_doc(Manifest.read(tmp_path / "ix2"))
     assert (

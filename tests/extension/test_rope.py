@@ -1,6 +1,6 @@
 """RoPE context extension (PI, NTK, GP, SelfExtend, attention scaling) against slow references.
 
-Every check runs a tiny random model built in-process through :class:`ragidx.extension.Extension`
+Every check runs a tiny random model built in-process through :class:`ragidx.embed.extension.Extension`
 and compares it with something that does not share its mechanism:
 
 * NTK ↔ the RoPE formula with base ``b·λ`` (and a second model built with ``rope_theta = b·λ``);
@@ -28,10 +28,11 @@ from transformers import AttentionInterface, AutoModel, Gemma3TextModel, LlamaMo
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from ragidx.extension import Extension, ExtensionConfig
-from ragidx.extension import attention as attn
-from ragidx.extension.attention import ATTN_IMPLEMENTATION
-from ragidx.extension.rope import ntk_frequencies
+from ragidx.embed.config import ExtensionConfig
+from ragidx.embed.extension import Extension
+from ragidx.embed.extension import attention as attn
+from ragidx.embed.extension.attention import ATTN_IMPLEMENTATION
+from ragidx.embed.extension.rope import ntk_frequencies
 from tests import tiny_models
 
 F64 = torch.float64
@@ -80,7 +81,7 @@ def plain(
 def extended(
     ext: Extension, ids: torch.Tensor, mask: torch.Tensor | None = None, role: str = "document"
 ) -> torch.Tensor:
-    """One forward pass the way :class:`ragidx.encoder.Encoder` runs it."""
+    """One forward pass the way :class:`ragidx.embed.encoder.Encoder` runs it."""
     mask = torch.ones_like(ids) if mask is None else mask
     with torch.no_grad(), ext.forward_kwargs(ids, mask.sum(dim=1), role) as kwargs:
         return ext.model(input_ids=ids, attention_mask=mask, **kwargs).last_hidden_state
@@ -107,7 +108,7 @@ def attention_factor(length: int) -> float:
 # --------------------------------------------------------------------------------- spies / references
 @contextmanager
 def spy(monkeypatch: pytest.MonkeyPatch, name: str, block: int | None = None) -> Iterator[list[dict]]:
-    """Record calls to ``ragidx.extension.attention.<name>`` (optionally forcing a small block)."""
+    """Record calls to ``ragidx.embed.extension.attention.<name>`` (optionally forcing a small block)."""
     original = getattr(attn, name)
     calls: list[dict] = []
 
@@ -461,7 +462,8 @@ def test_encoder_embeds_long_windows_extended_and_short_ones_plain(
     """Through :class:`Encoder` (tiny Llama, window 128, target 256 → s = 2): a long window equals
     the model rebuilt with base 3·θ (NTK, λ = 3) or the dense SelfExtend reference (w = 64, g = 3),
     with logits × ln 200 / ln 128, last-token pooled; short windows in the same call stay plain."""
-    from ragidx.encoder import Encoder, EncoderConfig, Window
+    from ragidx.embed.config import EncoderConfig
+    from ragidx.embed.encoder import Encoder, Window
 
     settings = EncoderConfig(model=str(tiny_decoder), device="cpu")
     encoder = Encoder(settings, extension=ExtensionConfig(method=method, target_length=256))
@@ -696,7 +698,8 @@ PRESETS = Path(__file__).resolve().parents[2] / "configs" / "extension"
 @pytest.mark.parametrize("preset", ["gemma-ntk-4k", "gemma-selfextend-4k"])
 def test_embeddinggemma_extended_stays_finite_and_unit_norm(preset: str) -> None:
     from ragidx.config import RagidxConfig
-    from ragidx.encoder import Encoder, EncoderConfig
+    from ragidx.embed.config import EncoderConfig
+    from ragidx.embed.encoder import Encoder
     from tests.conftest import long_text
 
     path = PRESETS / f"{preset}.toml"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.cache import EmbeddingCache
+from ragidx.embed.config import EncoderConfig
+from ragidx.embed.documents import embed_plans, plan_tokens
 from ragidx.errors import ConfigError
-from ragidx.longdoc import embed_plans, plan_tokens
 from ragidx.probe.embedding import ProbeEncoder
 from ragidx.strategy import parse
-from ragidx.vector_cache import EmbeddingCache
 from tests.conftest import TINY_WINDOW, long_text
 
 

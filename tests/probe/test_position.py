@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.config import EncoderConfig
 from ragidx.errors import InputError
 from ragidx.probe.embedding import ProbeEncoder
 from ragidx.probe.position import PositionSettings, drops, insert_base, probe_position, usable

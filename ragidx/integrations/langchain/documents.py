@@ -14,9 +14,9 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from ragidx.documents import Document as RagidxDocument
 from ragidx.errors import InputError
-from ragidx.store import DocumentRecord
+from ragidx.index.store import DocumentRecord
+from ragidx.read.documents import Document as RagidxDocument
 
 MetadataFilter = dict[str, Any] | Callable[[Document], bool]
 

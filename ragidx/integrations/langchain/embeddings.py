@@ -2,7 +2,7 @@
 
 Each text becomes exactly one vector. A text longer than the model window goes through the
 long-document policy instead of being cut silently: ``pcw`` (the default: window-sized chunks,
-averaged), ``extend`` (one pass through a context-extended encoder, see ``ragidx.extension``),
+averaged), ``extend`` (one pass through a context-extended encoder, see ``ragidx.embed.extension``),
 ``truncate`` (the first window, explicitly), or ``late``/``chunk`` with ``vectors_per_doc = 1`` (the
 mean of all late or plain chunk vectors). ``chunk`` and ``late`` with more vectors per text, and
 hybrid configs (a document vector beside the chunks), are refused: they give several vectors per
@@ -21,9 +21,11 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from ragidx.config import RagidxConfig
-from ragidx.encoder import Encoder, EncoderConfig
+from ragidx.embed.config import EncoderConfig, LongDocConfig
+from ragidx.embed.documents import embed_plans, plan_tokens
+from ragidx.embed.encoder import Encoder
+from ragidx.embed.plan import EmbedPlan
 from ragidx.errors import ConfigError, describe_validation
-from ragidx.longdoc import EmbedPlan, LongDocConfig, embed_plans, plan_tokens
 
 
 class RagidxEmbeddings(Embeddings):

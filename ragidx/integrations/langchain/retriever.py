@@ -25,11 +25,10 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, Field
 
-from ragidx.encoder import EncoderConfig
-from ragidx.index import Index
+from ragidx.embed.config import EncoderConfig, HybridConfig
+from ragidx.index.directory import Index
 from ragidx.integrations.langchain.documents import MetadataFilter, record_filter, to_langchain
-from ragidx.longdoc import HybridConfig
-from ragidx.retriever import SearchResult
+from ragidx.search.retriever import SearchResult
 
 
 class RagidxRetriever(BaseRetriever):

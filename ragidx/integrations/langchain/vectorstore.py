@@ -1,6 +1,6 @@
 """``RagidxVectorStore``: a LangChain vector store on the ragidx index format.
 
-The store is a ragidx :class:`~ragidx.index.Index` (FAISS + Parquet + manifest, no pickle), held in
+The store is a ragidx :class:`~ragidx.index.directory.Index` (FAISS + Parquet + manifest, no pickle), held in
 memory and written with :meth:`RagidxVectorStore.save`; :meth:`RagidxVectorStore.load` opens any
 index directory, including one written by ``ragidx ingest`` (and ``ragidx query``/``info`` read
 what the store saved). Two kinds of embedding:
@@ -30,17 +30,17 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from ragidx.encoder import Encoder, EncoderConfig
+from ragidx.embed.config import EncoderConfig, LongDocConfig
+from ragidx.embed.encoder import Encoder
 from ragidx.errors import InputError, ModelError
-from ragidx.faiss_index import FaissConfig
-from ragidx.index import Index
-from ragidx.ingestion import add_documents, add_embedded
+from ragidx.index.directory import Index
+from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.lock import WriterLock
+from ragidx.index.manifest import ExternalEncoderInfo
+from ragidx.ingestion.pipeline import add_documents, add_embedded
 from ragidx.integrations.langchain.documents import MetadataFilter, from_record, record_filter, to_ragidx
 from ragidx.integrations.langchain.embeddings import RagidxEmbeddings
-from ragidx.lock import WriterLock
-from ragidx.longdoc import LongDocConfig
-from ragidx.manifest import ExternalEncoderInfo
-from ragidx.retriever import Retriever
+from ragidx.search.retriever import Retriever
 
 
 class RagidxVectorStore(VectorStore):

@@ -11,12 +11,13 @@ from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
 from ragidx.config import RagidxConfig
-from ragidx.encoder import Encoder
+from ragidx.embed.config import LongDocConfig
+from ragidx.embed.documents import embed_plans, plan_tokens
+from ragidx.embed.encoder import Encoder
 from ragidx.errors import ConfigError
-from ragidx.index import Index
-from ragidx.ingestion import ingest
+from ragidx.index.directory import Index
+from ragidx.ingestion.pipeline import ingest
 from ragidx.integrations.langchain import RagidxEmbeddings
-from ragidx.longdoc import LongDocConfig, embed_plans, plan_tokens
 from tests.conftest import long_text
 
 

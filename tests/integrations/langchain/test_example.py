@@ -9,8 +9,8 @@ from types import ModuleType
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from ragidx.encoder import Encoder
-from ragidx.index import Index
+from ragidx.embed.encoder import Encoder
+from ragidx.index.directory import Index
 from ragidx.integrations.langchain import RagidxRetriever
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "langchain_rag.py"

@@ -12,10 +12,10 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.encoder import Encoder
-from ragidx.index import Index
+from ragidx.embed.config import HybridConfig
+from ragidx.embed.encoder import Encoder
+from ragidx.index.directory import Index
 from ragidx.integrations.langchain import RagidxRetriever
-from ragidx.longdoc import HybridConfig
 
 runner = CliRunner()
 
@@ -145,7 +145,7 @@ def test_retriever_on_a_hybrid_late_index(hybrid_index: Path) -> None:
 
 
 def test_retriever_on_a_late_index_with_a_vector_budget(tmp_path: Path, tiny_model: Path) -> None:
-    from ragidx.ingestion import ingest
+    from ragidx.ingestion.pipeline import ingest
     from tests.conftest import long_text, tiny_config
 
     docs = tmp_path / "docs"

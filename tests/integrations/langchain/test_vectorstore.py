@@ -15,13 +15,13 @@ from langchain_tests.integration_tests import VectorStoreIntegrationTests
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.encoder import Encoder
+from ragidx.embed.config import LongDocConfig
+from ragidx.embed.encoder import Encoder
 from ragidx.errors import InputError, ModelError
-from ragidx.index import Index
+from ragidx.index.directory import Index
+from ragidx.index.manifest import ExternalEncoderInfo
 from ragidx.integrations.langchain import RagidxEmbeddings, RagidxVectorStore
 from ragidx.integrations.langchain.vectorstore import external_name
-from ragidx.longdoc import LongDocConfig
-from ragidx.manifest import ExternalEncoderInfo
 
 runner = CliRunner()
 
@@ -181,7 +181,7 @@ def test_external_names_include_the_model() -> None:
 
 def test_save_takes_the_writer_lock_and_never_drops_another_writers_commit(tmp_path: Path) -> None:
     from ragidx.errors import IndexFormatError
-    from ragidx.lock import IndexLockedError, WriterLock
+    from ragidx.index.lock import IndexLockedError, WriterLock
 
     fake = DeterministicFakeEmbedding(size=8)
     store = RagidxVectorStore.from_texts(["foo", "bar"], fake, ids=["a", "b"])

@@ -1,6 +1,7 @@
 """Pooling: token hidden states of one window → one vector.
 
-Owns :class:`PoolingConfig` (what the index manifest records about pooling) and :func:`pool`.
+Owns :func:`pool` (the settings, :class:`~ragidx.embed.config.PoolingConfig`, are what the index
+manifest records about pooling) and :func:`l2_normalize`. Torch is imported when :func:`pool` runs.
 Modes follow sentence-transformers' names so a ``1_Pooling/config.json`` maps one to one:
 ``cls``, ``mean``, ``max``, ``mean_sqrt_len_tokens``, ``lasttoken`` (decoder embedders: the last
 non-padding token, with EOS appended by the encoder). Several modes concatenate, as in
@@ -20,87 +21,15 @@ Three more modes pool a selection of tokens (the encoder marks them):
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragidx.embed.config import SELECTION_MODES, PoolingConfig
 from ragidx.errors import ModelError
 
-PoolingMode = Literal[
-    "cls", "mean", "max", "mean_sqrt_len_tokens", "lasttoken", "lmk", "multicls", "mean_every"
-]
-POOLING_MODES: tuple[str, ...] = ("cls", "max", "mean", "mean_sqrt_len_tokens", "lasttoken")
-SELECTION_MODES: tuple[str, ...] = ("lmk", "multicls", "mean_every")
-
-# sentence-transformers < 5 wrote one boolean per mode.
-_LEGACY_KEYS = {
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_max_tokens": "max",
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens": "weightedmean",
-    "pooling_mode_lasttoken": "lasttoken",
-}
-
-
-class PoolingConfig(BaseModel):
-    """How token states become one vector; saved in the index manifest."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    modes: tuple[PoolingMode, ...] = ("mean",)
-    include_prompt: bool = True
-    normalize: bool = True
-    landmark_every: int = Field(64, ge=1, description="LMK granularity g (paper: 32, 64, 128, 256)")
-    landmark_placement: Literal["fixed", "sentence"] = "fixed"
-    multicls_every: int = Field(128, ge=1, description="MultiCLS: a [CLS] before every k tokens")
-    mean_every: int = Field(64, ge=1, description="Mean@k: every k-th content token")
-
-    @property
-    def selection(self) -> str | None:
-        """The token-selection mode (lmk, multicls, mean_every) in use, if any."""
-        chosen = [m for m in self.modes if m in SELECTION_MODES]
-        return chosen[0] if chosen else None
-
-    @field_validator("modes", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: object) -> object:
-        return (value,) if isinstance(value, str) else value
-
-    @model_validator(mode="after")
-    def _one_selection(self) -> PoolingConfig:
-        if sum(m in SELECTION_MODES for m in self.modes) > 1:
-            raise ValueError("lmk, multicls and mean_every cannot be combined")
-        return self
-
-    @classmethod
-    def from_sentence_transformers(cls, folder: Path, normalize: bool = True) -> PoolingConfig:
-        """Read a sentence-transformers ``Pooling`` module folder (old and new config keys)."""
-        path = folder / "config.json"
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ModelError(f"{path}: cannot read pooling config ({exc})") from exc
-        if "pooling_mode" in raw:
-            modes = raw["pooling_mode"]
-            modes = [modes] if isinstance(modes, str) else list(modes)
-        else:
-            modes = [mode for key, mode in _LEGACY_KEYS.items() if raw.get(key)] or ["mean"]
-        unsupported = [m for m in modes if m not in POOLING_MODES]
-        if unsupported:
-            raise ModelError(
-                f"{path}: pooling mode {unsupported[0]!r} is not supported by ragidx "
-                f"(supported: {', '.join(POOLING_MODES)}); set pooling in the config to override"
-            )
-        return cls(
-            modes=tuple(modes),
-            include_prompt=bool(raw.get("include_prompt", True)),
-            normalize=normalize,
-        )
+if TYPE_CHECKING:
+    import torch
 
 
 def pool(
@@ -118,6 +47,8 @@ def pool(
     sentence-transformers does. ``selected`` (batch, seq) marks the tokens the selection modes
     (lmk, multicls, mean_every) average.
     """
+    import torch
+
     mask = attention_mask.to(hidden.dtype)
     if content_starts is not None and not config.include_prompt:
         positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)

@@ -5,7 +5,7 @@ file is created atomically with its full content (written to a temp file, then h
 place, which fails when a lock already exists) and names its holder: pid, host and start time. A
 lock whose holder is a dead process on this host is stale and is taken over; a live holder, or one
 on another host (whose liveness cannot be checked), is refused with a message naming it. Readers
-never take the lock: they read whole generations (see ``ragidx.index``).
+never take the lock: they read whole generations (see ``ragidx.index.directory``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ragidx.errors import IndexFormatError
-from ragidx.manifest import now
+from ragidx.index.manifest import now
 
 LOCK_NAME = ".ragidx-lock"
 

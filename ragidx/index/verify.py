@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 
 from ragidx.errors import IndexFormatError
-from ragidx.index import DATA_FILE, load_generation
-from ragidx.lock import LOCK_NAME, is_stale, read_holder
-from ragidx.manifest import MANIFEST_NAME, Manifest
-from ragidx.staging import STAGING_NAME
-from ragidx.store import Store
+from ragidx.index.directory import DATA_FILE, STAGING_NAME, load_generation
+from ragidx.index.lock import LOCK_NAME, is_stale, read_holder
+from ragidx.index.manifest import MANIFEST_NAME, Manifest
+from ragidx.index.store import Store
 
 
 @dataclass

@@ -23,12 +23,13 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
+from ragidx.embed.config import PoolingConfig
 from ragidx.errors import ModelError
-from ragidx.pooling import PoolingConfig
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -36,13 +37,8 @@ DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # Weight formats ragidx never loads: skipped when downloading from the hub.
 _HUB_IGNORE = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.tflite", "*.gguf"]
 _SAMPLE = 1 << 20  # bytes hashed per sampled block of a weight file
-_ACTIVATIONS: dict[str, type[torch.nn.Module]] = {
-    "identity": torch.nn.Identity,
-    "tanh": torch.nn.Tanh,
-    "relu": torch.nn.ReLU,
-    "gelu": torch.nn.GELU,
-    "sigmoid": torch.nn.Sigmoid,
-}
+# sentence-transformers Dense activations → torch.nn class names
+_ACTIVATIONS = {"identity": "Identity", "tanh": "Tanh", "relu": "ReLU", "gelu": "GELU", "sigmoid": "Sigmoid"}
 
 
 @dataclass
@@ -57,6 +53,8 @@ class DenseSpec:
 
     def build(self) -> torch.nn.Sequential:
         """Load the layer's weights (safetensors, or a weights-only torch file)."""
+        import torch
+
         linear = torch.nn.Linear(self.in_features, self.out_features, bias=self.bias)
         state = _load_state_dict(self.folder)
         state = {k.removeprefix("linear."): v for k, v in state.items()}
@@ -67,7 +65,8 @@ class DenseSpec:
         key = self.activation.rsplit(".", 1)[-1].lower()
         if key not in _ACTIVATIONS:
             raise ModelError(f"{self.folder}: Dense activation {self.activation!r} is not supported")
-        return torch.nn.Sequential(linear, _ACTIVATIONS[key]())
+        activation: torch.nn.Module = getattr(torch.nn, _ACTIVATIONS[key])()
+        return torch.nn.Sequential(linear, activation)
 
 
 @dataclass
@@ -209,6 +208,8 @@ def _load_state_dict(folder: Path) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
 
         return load_file(str(safetensors_file))
+    import torch
+
     bin_file = folder / "pytorch_model.bin"
     if bin_file.is_file():
         # weights_only: plain tensors, no pickled code is ever executed.

@@ -3,7 +3,7 @@
 ``DIR/.ragidx-staging/<fingerprint>/batch-<key>.parquet`` holds the final vectors (normalised, PCW
 already averaged) of every document a batch embedded, keyed by the document's content sha256.
 ``<fingerprint>`` is the index's embedding fingerprint (model weights, window, pooling, prompts,
-long-document policy and extension, see :meth:`ragidx.manifest.Manifest.embedding_fingerprint`),
+long-document policy and extension, see :meth:`ragidx.index.manifest.Manifest.embedding_fingerprint`),
 so vectors are only ever reused under the settings that made them. Each batch file is written
 atomically after its batch, so a killed ingest restarts with every finished batch available and
 embeds only the rest; the staging area is removed after a successful commit. Files are Parquet
@@ -22,9 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ragidx.manifest import write_atomic
-
-STAGING_NAME = ".ragidx-staging"
+from ragidx.index.directory import STAGING_NAME
+from ragidx.index.manifest import write_atomic
 
 
 class Staging:

@@ -8,11 +8,11 @@ still return ``k`` documents when ``k`` match. ``per="chunk"`` ranks vectors (ch
 documents. Each :class:`SearchResult` carries a snippet: the passage of the matching span that
 shares the most words with the query.
 
-A hybrid index (document-level vectors beside the chunk-level ones, see ``ragidx.index``) is
+A hybrid index (document-level vectors beside the chunk-level ones, see ``ragidx.index.directory``) is
 searched at both levels: the candidates are the union of the best ``max(k, 100)`` documents by
 best chunk and by document vector; each candidate's exact document cosine and best-chunk cosine
-(from its stored vectors) are fused by :func:`ragidx.fusion.fuse` with the manifest's
-:class:`~ragidx.longdoc.HybridConfig` (or one given per search), and the ``k`` best documents are
+(from its stored vectors) are fused by :func:`ragidx.search.fusion.fuse` with the manifest's
+:class:`~ragidx.embed.config.HybridConfig` (or one given per search), and the ``k`` best documents are
 returned once each, with both cosines and the best chunk's span. ``per="chunk"`` ranks the
 chunk-level vectors only.
 
@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ragidx.embed.config import HybridConfig
 from ragidx.errors import ConfigError
-from ragidx.fusion import best_mean, fuse
-from ragidx.longdoc import HybridConfig
+from ragidx.search.fusion import best_mean, fuse
 
 if TYPE_CHECKING:
-    from ragidx.index import Index
-    from ragidx.store import DocumentRecord
+    from ragidx.index.directory import Index
+    from ragidx.index.store import DocumentRecord
 
 Where = Callable[["DocumentRecord"], bool]
 Per = Literal["document", "chunk"]
@@ -149,7 +149,7 @@ class Hit:
 
 
 class Retriever:
-    """Searches one :class:`~ragidx.index.Index`."""
+    """Searches one :class:`~ragidx.index.directory.Index`."""
 
     def __init__(self, index: Index):
         self.index = index

@@ -1,10 +1,10 @@
 """Training-free context extension (LongEmbed): embed inputs longer than the model was trained on.
 
-* :mod:`ragidx.extension.config` — :class:`ExtensionConfig`: method, target length and the
+* :mod:`ragidx.embed.config` — :class:`ExtensionConfig`: method, target length and the
   Table 6 hyper-parameters, saved in the index manifest;
-* :mod:`ragidx.extension.ape` — learned absolute position tables (BERT, XLM-R): GP, RP, PI;
-* :mod:`ragidx.extension.rope` — rotary positions (Llama, Gemma…): PI, NTK, GP, SelfExtend's rotations;
-* :mod:`ragidx.extension.attention` — TempScale, attention scaling, sliding windows, SelfExtend,
+* :mod:`ragidx.embed.extension.ape` — learned absolute position tables (BERT, XLM-R): GP, RP, PI;
+* :mod:`ragidx.embed.extension.rope` — rotary positions (Llama, Gemma…): PI, NTK, GP, SelfExtend's rotations;
+* :mod:`ragidx.embed.extension.attention` — TempScale, attention scaling, sliding windows, SelfExtend,
   as a transformers attention function with memory linear in length.
 
 :class:`Extension` binds a config to a loaded model. It is applied per forward pass and only to
@@ -20,11 +20,16 @@ from collections.abc import Iterator
 
 import torch
 
+from ragidx.embed.config import ExtensionConfig
+from ragidx.embed.extension.ape import ApePositions, has_position_table
+from ragidx.embed.extension.attention import (
+    ATTN_IMPLEMENTATION,
+    AttentionPlan,
+    SelfExtendSpec,
+    attention_plan,
+)
+from ragidx.embed.extension.rope import RopePositions
 from ragidx.errors import ModelError
-from ragidx.extension.ape import ApePositions, has_position_table
-from ragidx.extension.attention import ATTN_IMPLEMENTATION, AttentionPlan, SelfExtendSpec, attention_plan
-from ragidx.extension.config import ExtensionConfig
-from ragidx.extension.rope import RopePositions
 
 __all__ = ["Extension", "ExtensionConfig"]
 

@@ -20,10 +20,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 from ragidx import faults
+from ragidx.embed.config import LongDocConfig, PoolingConfig
 from ragidx.errors import IndexFormatError, describe_validation
-from ragidx.faiss_index import FaissConfig
-from ragidx.longdoc import LongDocConfig
-from ragidx.pooling import PoolingConfig
+from ragidx.index.faiss_config import FaissConfig
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_VERSION = 1

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ragidx.errors import InputError
-from ragidx.index import Index
-from ragidx.lock import WriterLock
-from ragidx.manifest import Manifest
+from ragidx.index.directory import Index
+from ragidx.index.lock import WriterLock
+from ragidx.index.manifest import Manifest
 
 
 @dataclass

@@ -6,7 +6,7 @@ removes a crashed writer's leftovers, reads documents, skips those whose content
 the last ingest (sha256; the embedding settings are fixed per index), replaces changed ones, plans
 each document by the long-document policy, and embeds windows from many documents together in
 batches of ``[ingest] batch_tokens`` (sorted by length across documents). Each finished batch is
-checkpointed (``ragidx.staging``), so a killed ingest resumes without embedding it again. With
+checkpointed (``ragidx.ingestion.checkpoints``), so a killed ingest resumes without embedding it again. With
 ``prune``, documents whose source disappeared are removed. Everything is committed once at the
 end: until then the index on disk is untouched. Every document records how it was embedded; files
 that cannot be read are skipped and reported.
@@ -31,17 +31,18 @@ import numpy as np
 
 from ragidx import faults
 from ragidx.config import RagidxConfig
-from ragidx.documents import Document, Skipped, iter_documents
-from ragidx.encoder import Encoder, Tokens
+from ragidx.embed.documents import embed_plans, plan_tokens
+from ragidx.embed.encoder import Encoder, Tokens
+from ragidx.embed.plan import EmbedPlan
+from ragidx.embed.pooling import l2_normalize
 from ragidx.errors import ConfigError, InputError
-from ragidx.index import Index
-from ragidx.lock import WriterLock
-from ragidx.longdoc import EmbedPlan, embed_plans, plan_tokens
-from ragidx.manifest import now
-from ragidx.pooling import l2_normalize
-from ragidx.staging import Staging
-from ragidx.store import DocumentRecord, VectorRecord
-from ragidx.streaming import StreamedEmbedding, content_sha256, embed_streamed
+from ragidx.index.directory import Index
+from ragidx.index.lock import WriterLock
+from ragidx.index.manifest import now
+from ragidx.index.store import DocumentRecord, VectorRecord
+from ragidx.ingestion.checkpoints import Staging
+from ragidx.ingestion.streaming import StreamedEmbedding, content_sha256, embed_streamed
+from ragidx.read.documents import Document, Skipped, iter_documents
 
 
 class Progress(Protocol):
@@ -329,7 +330,7 @@ class _Run:
             self.flush()
 
     def take_streamed(self, item: Document, digest: str, replaces: bool) -> None:
-        """Embed a streamed document on its own (bounded memory, see ``ragidx.streaming``)."""
+        """Embed a streamed document on its own (bounded memory, see ``ragidx.ingestion.streaming``)."""
         self.flush()  # keep documents in reading order (vector ids as in any other run)
         vectors = self.checkpointed.pop(digest, None)
         try:
@@ -468,7 +469,7 @@ def _embed(
 
 def _span_records(doc_id: str, doc_plan: EmbedPlan, tokens: Tokens | None) -> list[VectorRecord]:
     """One record per vector of ``doc_plan`` (:attr:`EmbedPlan.rows`): chunk-level vectors numbered
-    0, 1, …; a hybrid's document-level vector, the first row, ordinal -1 (see ``ragidx.store``)."""
+    0, 1, …; a hybrid's document-level vector, the first row, ordinal -1 (see ``ragidx.index.store``)."""
     first = -1 if doc_plan.document is not None else 0
     return [
         _span_record(doc_id, first + i, start, end, tokens) for i, (start, end) in enumerate(doc_plan.rows)

@@ -4,7 +4,7 @@
 * **NTK**-aware: base ``b → b·λ``, i.e. ``θ_j → θ_j · λ^(−2j/d)`` (high frequencies barely move);
 * **GP**: position ids ``floor(m / s)``, given to the rotary embedding of the extended layer types
   only (a forward pre-hook on the rotary module), so sliding-window layers keep their positions;
-* **SelfExtend**: attention-level (see :mod:`ragidx.extension.attention`); this module supplies
+* **SelfExtend**: attention-level (see :mod:`ragidx.embed.extension.attention`); this module supplies
   the rotation by a position difference, with the layer's *original* frequencies.
 
 transformers keeps frequencies in ``inv_freq`` buffers: one per model, or one per layer type
@@ -20,9 +20,9 @@ from collections.abc import Iterator
 
 import torch
 
+from ragidx.embed.config import ExtensionConfig
+from ragidx.embed.extension.attention import Rotate
 from ragidx.errors import ModelError
-from ragidx.extension.attention import Rotate
-from ragidx.extension.config import ExtensionConfig
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,9 @@
 """A FAISS index split over several shards, searched as one with ``faiss.IndexShards``.
 
 For indexes too large for one file or one machine's memory, ``[index] shards = N`` splits the
-vectors over ``N`` :class:`~ragidx.faiss_index.FaissIndex` shards, vector id ``v`` in shard
+vectors over ``N`` :class:`~ragidx.index.faiss_index.FaissIndex` shards, vector id ``v`` in shard
 ``v % N`` (balanced whatever the order of ingest). Each shard is an ``IDMap2`` index saved in its
-own file (see ``ragidx.index``), so shards can be loaded, rebuilt or served separately. Factories
+own file (see ``ragidx.index.directory``), so shards can be loaded, rebuilt or served separately. Factories
 that need training are trained once, on the first commit's vectors, and every shard starts as a
 copy of that trained, empty index: all shards share one coarse quantizer (IVF) or codebook (PQ),
 which is what makes a sharded search return exactly what one index over the same vectors returns
@@ -11,7 +11,7 @@ which is what makes a sharded search return exactly what one index over the same
 Searches go through ``faiss.IndexShards`` (ids kept, results merged by score); each shard searches
 on a GPU clone where faiss has GPU support, shard ``i`` on GPU ``i % n_gpus``.
 
-:class:`ShardedFaissIndex` has the interface of :class:`~ragidx.faiss_index.FaissIndex` that the
+:class:`ShardedFaissIndex` has the interface of :class:`~ragidx.index.faiss_index.FaissIndex` that the
 index and the retriever use.
 """
 
@@ -20,7 +20,8 @@ from __future__ import annotations
 import faiss
 import numpy as np
 
-from ragidx.faiss_index import FaissConfig, FaissIndex
+from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.faiss_index import FaissIndex
 
 
 class ShardedFaissIndex:

@@ -24,49 +24,19 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
+from ragidx.embed.config import EncoderConfig, ExtensionConfig, PoolingConfig, Role
+from ragidx.embed.extension import Extension
+from ragidx.embed.models import ModelFolder, resolve_model
+from ragidx.embed.pooling import pool
 from ragidx.errors import ModelError
-from ragidx.extension import Extension, ExtensionConfig
-from ragidx.models import ModelFolder, resolve_model
-from ragidx.pooling import PoolingConfig, PoolingMode, pool
-
-Role = Literal["query", "document"]
 
 # Models whose position ids start at padding_idx + 1 (RoBERTa style): two table rows are not content.
 _OFFSET_POSITION_MODELS = {"roberta", "xlm-roberta", "camembert", "mpnet", "longformer"}
 _POOLER_MODELS = {"bert", "roberta", "xlm-roberta", "camembert", "mpnet", "electra"}
-
-
-DTypeName = Literal["auto", "float32", "float16", "bfloat16"]
-
-
-class EncoderConfig(BaseModel):
-    """Which encoder to run and how; saved (minus run-time choices) in the index manifest."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = Field("default", description="'default', a local folder, or a hub id")
-    revision: str | None = Field(None, description="hub revision (branch, tag or commit)")
-    device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
-    dtype: DTypeName = "auto"
-    max_length: int | None = Field(None, ge=8, description="window in tokens (default: model's)")
-    batch_size: int = Field(32, ge=1, description="most windows in one forward pass")
-    max_batch_tokens: int | None = Field(
-        None, ge=64, description="most padded tokens in one pass (default: 2048 on CPU, 16384 on GPU)"
-    )
-    pooling: tuple[PoolingMode, ...] | None = Field(None, description="override the model's")
-    landmark_every: int | None = Field(None, ge=1, description="LMK granularity g (default 64)")
-    landmark_placement: Literal["fixed", "sentence"] | None = Field(None, description="LMK placement")
-    multicls_every: int | None = Field(None, ge=1, description="MultiCLS: [CLS] every k tokens (default 128)")
-    mean_every: int | None = Field(None, ge=1, description="Mean@k: every k-th token (default 64)")
-    query_prompt: str | None = Field(None, description="override the model's query prompt")
-    document_prompt: str | None = Field(None, description="override the model's document prompt")
-    trust_remote_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -295,7 +265,7 @@ class Encoder:
         """Embed short texts (queries) one window each; returns vectors and how many were cut.
 
         Texts longer than the window are truncated to it (the count is returned so callers say so).
-        Documents go through a long-document policy instead (see ``ragidx.longdoc``).
+        Documents go through a long-document policy instead (see ``ragidx.embed.plan``).
         """
         windows: list[Window] = []
         truncated = 0
@@ -354,7 +324,7 @@ class Encoder:
     ) -> list[np.ndarray]:
         """Per window, the sum of the final hidden states over each ``[lo, hi)`` range of its input
         positions: float32 (len(segments[i]), hidden), before any Dense layer (:meth:`project`).
-        Late chunking pools token states this way (``ragidx.longdoc``); batching as
+        Late chunking pools token states this way (``ragidx.embed.plan``); batching as
         :meth:`embed_windows`."""
         self._check_lengths(windows)
         out: list[np.ndarray] = [np.zeros((0, self.hidden_size), dtype=np.float32)] * len(windows)

@@ -1,19 +1,19 @@
 """Distributed ingest on Ray Data: the embedding half of ``ragidx ingest`` spread over a Ray cluster.
 
-:func:`ingest_ray` lists the files on the driver (:func:`ragidx.documents.list_files`, no contents
+:func:`ingest_ray` lists the files on the driver (:func:`ragidx.read.documents.list_files`, no contents
 read), and Ray Data maps batches of them through :class:`EncoderActor`, a stateful class holding one
 encoder per actor (a GPU per actor with ``gpus_per_worker``, CPU otherwise). Each actor reads its
-files with :func:`ragidx.documents.read_documents` (the reader of a local ingest), drops documents
+files with :func:`ragidx.read.documents.read_documents` (the reader of a local ingest), drops documents
 whose content sha256 the index already holds for that id or a checkpoint already has, tokenizes,
 plans by the index's long-document policy and embeds windows from many documents together
-(:func:`ragidx.longdoc.embed_plans`, batches of ``[ingest] batch_tokens``; streamed files through
-:func:`ragidx.streaming.embed_streamed`). Vectors come back as Arrow rows (content sha256, ordinal,
-vector), and the driver writes each finished batch as a Parquet shard of :mod:`ragidx.staging`,
+(:func:`ragidx.embed.documents.embed_plans`, batches of ``[ingest] batch_tokens``; streamed files through
+:func:`ragidx.ingestion.streaming.embed_streamed`). Vectors come back as Arrow rows (content sha256, ordinal,
+vector), and the driver writes each finished batch as a Parquet shard of :mod:`ragidx.ingestion.checkpoints`,
 keyed by content sha256 under the index's embedding fingerprint: a killed job resumes from its
 finished shards.
 
 The last step is the single-process commit of a local ingest
-(:func:`ragidx.ingestion.commit_files`) under the same writer lock: it reads the documents in path
+(:func:`ragidx.ingestion.pipeline.commit_files`) under the same writer lock: it reads the documents in path
 order, takes every vector from the shards, and builds the FAISS index, store and manifest through
 the same atomic commit. Vector ids, document order, skipped files and their reasons therefore do
 not depend on the engine or the number of workers. That step re-reads and re-tokenizes on one
@@ -34,18 +34,18 @@ from typing import Any
 import numpy as np
 
 from ragidx.config import RagidxConfig
-from ragidx.documents import Document, Skipped, list_files, read_documents
-from ragidx.encoder import EncoderConfig
+from ragidx.embed.config import EncoderConfig
+from ragidx.embed.documents import embed_plans, plan_tokens
 from ragidx.errors import ConfigError, ModelError
-from ragidx.faiss_index import FaissIndex
-from ragidx.index import Index
-from ragidx.ingestion import IngestReport, Progress, check_paths, commit_files, open_for_ingest
-from ragidx.lock import WriterLock
-from ragidx.longdoc import embed_plans, plan_tokens
-from ragidx.manifest import Manifest
-from ragidx.staging import Staging
-from ragidx.store import Store
-from ragidx.streaming import content_sha256, embed_streamed
+from ragidx.index.directory import Index
+from ragidx.index.faiss_index import FaissIndex
+from ragidx.index.lock import WriterLock
+from ragidx.index.manifest import Manifest
+from ragidx.index.store import Store
+from ragidx.ingestion.checkpoints import Staging
+from ragidx.ingestion.pipeline import IngestReport, Progress, check_paths, commit_files, open_for_ingest
+from ragidx.ingestion.streaming import content_sha256, embed_streamed
+from ragidx.read.documents import Document, Skipped, list_files, read_documents
 
 FILES_PER_BATCH = 16
 
@@ -61,7 +61,7 @@ def ingest_ray(
     files_per_batch: int = FILES_PER_BATCH,
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Ingest like :func:`ragidx.ingestion.ingest`, embedding on a Ray cluster.
+    """Ingest like :func:`ragidx.ingestion.pipeline.ingest`, embedding on a Ray cluster.
 
     ``address``: ``None`` starts (or reuses) a local Ray instance, ``"auto"`` joins the cluster
     started on this machine with ``ray start --head``, ``"ray://host:10001"`` a remote one.

@@ -5,9 +5,9 @@ whole-document cosine in a hybrid index.
 chunks (``[long_doc] best_chunks``, strategy ``+best:N``): one strong passage, or evidence spread
 over a few.
 
-A hybrid index (``[long_doc] hybrid``, see ``ragidx.longdoc``) holds one document-level vector per
+A hybrid index (``[long_doc] hybrid``, see ``ragidx.embed.plan``) holds one document-level vector per
 document beside its chunk vectors. For one query and a set of candidate documents,
-:func:`fuse` combines the two score columns as :class:`~ragidx.longdoc.HybridConfig` says:
+:func:`fuse` combines the two score columns as :class:`~ragidx.embed.config.HybridConfig` says:
 
 * ``weighted`` — ``w · doc + (1 − w) · chunk`` (w = 1: the document ranking, w = 0: max-sim);
 * ``rrf`` — reciprocal-rank fusion, ``1 / (k + rank_doc) + 1 / (k + rank_chunk)`` with ranks
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragidx.longdoc import HybridConfig
+from ragidx.embed.config import HybridConfig
 
 WEIGHTS: tuple[float, ...] = tuple(round(w, 2) for w in np.linspace(0, 1, 21))
 

@@ -2,10 +2,10 @@
 
 Layout of ``DIR``::
 
-    manifest.json                 # the current generation (see ragidx.manifest)
+    manifest.json                 # the current generation (see ragidx.index.manifest)
     vectors-000003.faiss          # FAISS index (IDMap2 over the factory), FAISS binary format
                                   # or, with [index] shards = N, vectors-000003-s000.faiss …
-                                  # (manifest keys faiss.0 …; see ragidx.faiss_shards)
+                                  # (manifest keys faiss.0 …; see ragidx.index.shards)
     vectors-000003-doc.faiss      # hybrid indexes only: the document-level vectors (key
                                   # faiss.document), a Flat IDMap2 index of the same dim
     documents-000003.parquet      # one row per document
@@ -16,18 +16,18 @@ A commit writes the next generation's files beside the current ones, fsyncs them
 directory at any moment sees one complete generation (a reader that read the old manifest just
 before the switch finds its files gone and reads the new one instead). Every file's size and
 sha256 are checked on open, and FAISS ids must equal the store's vector ids. Writers hold
-``ragidx.lock.WriterLock``; leftovers of a crashed writer (temp files, a generation whose manifest
+``ragidx.index.lock.WriterLock``; leftovers of a crashed writer (temp files, a generation whose manifest
 switch never happened) are removed by :meth:`Index.remove_leftovers` under that lock.
 
 A hybrid index (``[long_doc] hybrid``) has two FAISS levels: every document's document-level
 vector (store ordinal ``-1``) in :attr:`Index.document_vectors`, its chunk-level vectors in
 :attr:`Index.vectors`; both levels' ids together equal the store's, each document has exactly one
 document-level vector, and other indexes are written exactly as before (no second file).
-``Index.open(dir).search(query, k)`` is the Python entry point for queries; ``ragidx.ingestion``
+``Index.open(dir).search(query, k)`` is the Python entry point for queries; ``ragidx.ingestion.pipeline``
 adds documents through ``add``/``commit``; ``get`` and ``remove`` read and delete documents by id.
 
 An index whose vectors come from outside ragidx (a LangChain ``Embeddings`` object) records an
-:class:`~ragidx.manifest.ExternalEncoderInfo`: it has no ragidx encoder, and is searched with query
+:class:`~ragidx.index.manifest.ExternalEncoderInfo`: it has no ragidx encoder, and is searched with query
 vectors its caller embeds (:meth:`Index.search_by_vectors`).
 """
 
@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ragidx import __version__, faults
-from ragidx.encoder import Encoder, EncoderConfig
+from ragidx.embed.config import EncoderConfig, HybridConfig, LongDocConfig
+from ragidx.embed.pooling import l2_normalize
 from ragidx.errors import IndexFormatError, ModelError
-from ragidx.faiss_index import FaissConfig, FaissIndex
-from ragidx.faiss_shards import VectorIndex, create_vectors, vectors_from_bytes
-from ragidx.longdoc import HybridConfig, LongDocConfig
-from ragidx.manifest import (
+from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.faiss_index import FaissIndex
+from ragidx.index.manifest import (
     MANIFEST_NAME,
     EncoderInfo,
     ExternalEncoderInfo,
@@ -56,13 +56,15 @@ from ragidx.manifest import (
     now,
     write_atomic,
 )
-from ragidx.pooling import l2_normalize
-from ragidx.store import DocumentRecord, Store, VectorRecord
+from ragidx.index.shards import VectorIndex, create_vectors, vectors_from_bytes
+from ragidx.index.store import DocumentRecord, Store, VectorRecord
 
 if TYPE_CHECKING:
-    from ragidx.retriever import Per, SearchResult, Where
+    from ragidx.embed.encoder import Encoder
+    from ragidx.search.retriever import Per, SearchResult, Where
 
 DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})(?:-s\d{3}|-doc)?\.(faiss|parquet)$")
+STAGING_NAME = ".ragidx-staging"  # an interrupted ingest's checkpoints (ragidx.ingestion.checkpoints)
 DOCUMENT_KEY = "faiss.document"  # manifest key of a hybrid index's document-level FAISS file
 
 
@@ -186,6 +188,8 @@ class Index:
                     "document_prompt": info.document_prompt,
                 }
             )
+            from ragidx.embed.encoder import Encoder  # torch: loaded only when a search needs it
+
             encoder = Encoder(config, extension=self.manifest.long_doc.extension)
             self.check_encoder(encoder)
             self._encoder = encoder
@@ -236,7 +240,7 @@ class Index:
         """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
         ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
         when that many match. A hybrid index fuses document and best-chunk cosines as its manifest
-        says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.retriever``).
+        says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.search.retriever``).
         A chunked document scores by its best chunk, or by the mean of its ``best_chunks`` best
         (default: the manifest's ``best_chunks``)."""
         return self.search_many([query], k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)[0]
@@ -251,7 +255,7 @@ class Index:
         hybrid: HybridConfig | None = None,
         best_chunks: int | None = None,
     ) -> list[list[SearchResult]]:
-        from ragidx.retriever import Retriever
+        from ragidx.search.retriever import Retriever
 
         return Retriever(self).search_many(
             queries, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks
@@ -270,7 +274,7 @@ class Index:
     ) -> list[list[SearchResult]]:
         """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
         ``queries`` only pick each result's snippet."""
-        from ragidx.retriever import Retriever
+        from ragidx.search.retriever import Retriever
 
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(queries), -1)
         if vectors.shape[1] != self.manifest.encoder.dim:

@@ -9,7 +9,7 @@ Two tables (pyarrow, Parquet on disk; no pickle):
 * **vectors** — one row per FAISS id: the document it belongs to, its ordinal in that document and
   its token and character span. Chunk-level vectors are numbered 0, 1, … in document order; the
   document-level vector of a hybrid index (``[long_doc] hybrid``, kept in the second FAISS index,
-  see ``ragidx.index``) has ordinal ``-1`` and spans the tokens its plan covers.
+  see ``ragidx.index.directory``) has ordinal ``-1`` and spans the tokens its plan covers.
 
 Mutations are buffered and applied when the tables are next read or written.
 """

@@ -1,0 +1,281 @@
+"""Every embedding setting, torch-free: what the encoder, pooling, long-document policy and context
+extension are told to do (the sections ``[model]``/``[encoder]``, ``[pooling]`` and ``[long_doc]`` of a
+config file, and what an index manifest records).
+
+Importing this module loads pydantic only, so config files, ``ragidx --help``, ``ragidx info`` and
+``ragidx verify`` never import torch or transformers.
+
+Extension defaults (the LongEmbed Table 6 hyper-parameters):
+
+``s = ceil(L_t / L_o)`` (the paper's fixed scale; the reference code's per-batch ``ceil(n / L_o)``
+is not used, so one document's positions do not depend on its batch). Defaults when a parameter is
+not given, reproducing Table 6 exactly for s = 2, 4, 8 and extending it by the same rule:
+
+* NTK: ``λ = ceil(1.25 · s)`` → 3, 5, 10 for s = 2, 4, 8 (base 10,000 → 30,000 / 50,000 / 100,000);
+* SelfExtend: ``g = s + 1``, ``w = L_o / s`` → (3, 256), (5, 128), (9, 64) for L_o = 512 and
+  (3, 2048), (5, 1024), (9, 512) for L_o = 4,096. These satisfy ``w + (L_t − w)/g = L_o`` exactly:
+  the largest relative distance maps onto the trained window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ragidx.errors import ModelError
+
+Role = Literal["query", "document"]
+
+
+# ---------------------------------------------------------------------------------- encoder
+DTypeName = Literal["auto", "float32", "float16", "bfloat16"]
+
+
+class EncoderConfig(BaseModel):
+    """Which encoder to run and how; saved (minus run-time choices) in the index manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("default", description="'default', a local folder, or a hub id")
+    revision: str | None = Field(None, description="hub revision (branch, tag or commit)")
+    device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
+    dtype: DTypeName = "auto"
+    max_length: int | None = Field(None, ge=8, description="window in tokens (default: model's)")
+    batch_size: int = Field(32, ge=1, description="most windows in one forward pass")
+    max_batch_tokens: int | None = Field(
+        None, ge=64, description="most padded tokens in one pass (default: 2048 on CPU, 16384 on GPU)"
+    )
+    pooling: tuple[PoolingMode, ...] | None = Field(None, description="override the model's")
+    landmark_every: int | None = Field(None, ge=1, description="LMK granularity g (default 64)")
+    landmark_placement: Literal["fixed", "sentence"] | None = Field(None, description="LMK placement")
+    multicls_every: int | None = Field(None, ge=1, description="MultiCLS: [CLS] every k tokens (default 128)")
+    mean_every: int | None = Field(None, ge=1, description="Mean@k: every k-th token (default 64)")
+    query_prompt: str | None = Field(None, description="override the model's query prompt")
+    document_prompt: str | None = Field(None, description="override the model's document prompt")
+    trust_remote_code: bool = False
+
+
+
+# ---------------------------------------------------------------------------------- pooling
+PoolingMode = Literal[
+    "cls", "mean", "max", "mean_sqrt_len_tokens", "lasttoken", "lmk", "multicls", "mean_every"
+]
+POOLING_MODES: tuple[str, ...] = ("cls", "max", "mean", "mean_sqrt_len_tokens", "lasttoken")
+SELECTION_MODES: tuple[str, ...] = ("lmk", "multicls", "mean_every")
+
+# sentence-transformers < 5 wrote one boolean per mode.
+_LEGACY_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+class PoolingConfig(BaseModel):
+    """How token states become one vector; saved in the index manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    modes: tuple[PoolingMode, ...] = ("mean",)
+    include_prompt: bool = True
+    normalize: bool = True
+    landmark_every: int = Field(64, ge=1, description="LMK granularity g (paper: 32, 64, 128, 256)")
+    landmark_placement: Literal["fixed", "sentence"] = "fixed"
+    multicls_every: int = Field(128, ge=1, description="MultiCLS: a [CLS] before every k tokens")
+    mean_every: int = Field(64, ge=1, description="Mean@k: every k-th content token")
+
+    @property
+    def selection(self) -> str | None:
+        """The token-selection mode (lmk, multicls, mean_every) in use, if any."""
+        chosen = [m for m in self.modes if m in SELECTION_MODES]
+        return chosen[0] if chosen else None
+
+    @field_validator("modes", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return (value,) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> PoolingConfig:
+        if sum(m in SELECTION_MODES for m in self.modes) > 1:
+            raise ValueError("lmk, multicls and mean_every cannot be combined")
+        return self
+
+    @classmethod
+    def from_sentence_transformers(cls, folder: Path, normalize: bool = True) -> PoolingConfig:
+        """Read a sentence-transformers ``Pooling`` module folder (old and new config keys)."""
+        path = folder / "config.json"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{path}: cannot read pooling config ({exc})") from exc
+        if "pooling_mode" in raw:
+            modes = raw["pooling_mode"]
+            modes = [modes] if isinstance(modes, str) else list(modes)
+        else:
+            modes = [mode for key, mode in _LEGACY_KEYS.items() if raw.get(key)] or ["mean"]
+        unsupported = [m for m in modes if m not in POOLING_MODES]
+        if unsupported:
+            raise ModelError(
+                f"{path}: pooling mode {unsupported[0]!r} is not supported by ragidx "
+                f"(supported: {', '.join(POOLING_MODES)}); set pooling in the config to override"
+            )
+        return cls(
+            modes=tuple(modes),
+            include_prompt=bool(raw.get("include_prompt", True)),
+            normalize=normalize,
+        )
+
+
+
+# -------------------------------------------------------------------------------- extension
+Method = Literal["none", "pi", "gp", "rp", "ntk", "selfextend"]
+METHODS: tuple[str, ...] = ("pi", "gp", "rp", "ntk", "selfextend")
+APE_METHODS = ("pi", "gp", "rp")
+ROPE_METHODS = ("pi", "gp", "ntk", "selfextend")
+
+
+class ExtensionConfig(BaseModel):
+    """How to run an encoder past its trained window; saved in the index manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: Method = Field("none", description="pi | gp | rp (APE) ; pi | gp | ntk | selfextend (RoPE)")
+    target_length: int = Field(4096, ge=16, description="L_t: longest input in tokens, specials included")
+    original_length: int | None = Field(None, ge=8, description="L_o (default: the model's window)")
+    scale: int | None = Field(None, ge=1, description="s (default: ceil(L_t / L_o))")
+    ntk_lambda: float | None = Field(None, gt=0, description="NTK base multiplier λ (default ceil(1.25 s))")
+    se_group: int | None = Field(None, ge=1, description="SelfExtend group size g (default s + 1)")
+    se_window: int | None = Field(None, ge=1, description="SelfExtend neighbour window w (default L_o / s)")
+    attention_scaling: bool = Field(True, description="logits × max(1, ln n / ln L_o) past L_o")
+    tau: float = Field(1.0, gt=0, le=1, description="TempScale τ for documents (1 = off)")
+    query_tau: float | None = Field(None, gt=0, le=1, description="TempScale τ for queries (default τ)")
+
+    @property
+    def uses_tau(self) -> bool:
+        return self.tau != 1.0 or (self.query_tau is not None and self.query_tau != 1.0)
+
+    def tau_for(self, role: str) -> float:
+        return self.query_tau if role == "query" and self.query_tau is not None else self.tau
+
+    def scale_for(self, original_length: int) -> int:
+        return self.scale or max(1, math.ceil(self.target_length / original_length))
+
+    def ntk_factor(self, original_length: int) -> float:
+        return self.ntk_lambda or float(math.ceil(1.25 * self.scale_for(original_length)))
+
+    def selfextend_params(self, original_length: int) -> tuple[int, int]:
+        """(w, g) for SelfExtend."""
+        s = self.scale_for(original_length)
+        return self.se_window or max(1, original_length // s), self.se_group or s + 1
+
+    def label(self) -> str:
+        """How documents embedded with this extension are recorded, e.g. ``extend:ntk``."""
+        return f"extend:{self.method}"
+
+
+# ---------------------------------------------------------------------------- long documents
+Policy = Literal["chunk", "pcw", "truncate", "extend", "late"]
+EmbedMode = Literal["whole", "chunk", "pcw", "truncate", "extend", "late"]
+POLICIES: tuple[str, ...] = ("chunk", "pcw", "truncate", "extend", "late")
+DocumentSource = Literal["pass", "pcw", "extend", "truncate"]
+LATE_CHUNK = 256  # default late-chunk size in tokens
+PASS_OVERLAP = 4  # late passes overlap by a quarter of their window
+
+
+class HybridConfig(BaseModel):
+    """Hybrid scoring: a document-level vector beside the chunk vectors, fused at query time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document: DocumentSource = Field(
+        "pass",
+        description="where the document vector comes from: pass (late chunking's own pass), pcw, "
+        "extend or truncate",
+    )
+    fusion: Literal["weighted", "rrf"] = Field("rrf", description="weighted sum of cosines, or RRF")
+    weight: float = Field(0.5, ge=0, le=1, description="weight of the document cosine (weighted)")
+    rrf_k: int = Field(60, ge=1, description="RRF constant k: score = Σ 1 / (k + rank)")
+    tuned_on: str | None = Field(None, description="where the weight was chosen (a dev split)")
+
+
+class LongDocConfig(BaseModel):
+    """What to do with documents longer than the model window."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: Policy = Field("chunk", description="chunk | pcw | truncate | extend | late")
+    chunk_size: int | None = Field(
+        None,
+        ge=4,
+        description="content tokens per chunk (default: chunk, as many as fit a window; late, 256)",
+    )
+    overlap: int = Field(
+        32, ge=0, description="tokens shared by neighbouring chunks (chunk: default 32; late: default 0)"
+    )
+    max_tokens: int | None = Field(
+        None, ge=16, description="cut documents to this many tokens first (LongEmbed's L_t)"
+    )
+
+    vectors_per_doc: int | None = Field(
+        None, ge=1, description="chunk, late: at most K vectors per document (None: one per chunk)"
+    )
+    hybrid: HybridConfig | None = Field(None, description="chunk, late: add a document-level vector")
+    best_chunks: int | None = Field(
+        None,
+        ge=1,
+        description="chunk, late: a document scores as the mean cosine of its N best vectors (a "
+        "document with fewer vectors: the mean of all of them); None or 1: its best vector (max-sim). "
+        "Scoring only: the vectors do not change, and a query may ask for another N",
+    )
+    extension: ExtensionConfig = Field(
+        default_factory=ExtensionConfig,
+        description="context extension and TempScale (see ragidx.embed.extension)",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LongDocConfig:
+        if self.policy == "late" and "overlap" not in self.model_fields_set:
+            self.overlap = 0  # late chunks carry their context already: no overlap unless asked
+        if self.chunk_size is not None and self.overlap >= self.chunk_size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than chunk_size ({self.chunk_size})")
+        if self.policy == "extend" and self.extension.method == "none":
+            raise ValueError("policy 'extend' needs an extension method (extension.method = pi, ntk, …)")
+        chunked = self.policy in ("chunk", "late")
+        if (self.vectors_per_doc, self.hybrid, self.best_chunks) != (None, None, None) and not chunked:
+            raise ValueError("vectors_per_doc, hybrid and best_chunks apply to the chunk and late policies")
+        if self.hybrid is not None:
+            if self.hybrid.document == "pass" and self.policy != "late":
+                raise ValueError("hybrid document 'pass' needs the late policy (use pcw, extend or truncate)")
+            if self.hybrid.document == "extend" and self.extension.method == "none":
+                raise ValueError("hybrid document 'extend' needs an extension method")
+        return self
+
+    @property
+    def late_chunk_size(self) -> int:
+        return self.chunk_size or LATE_CHUNK
+
+    def document_config(self) -> LongDocConfig | None:
+        """The config of a hybrid index's document-level plan (None: no separate plan)."""
+        if self.hybrid is None or self.hybrid.document == "pass":
+            return None
+        return LongDocConfig(
+            policy=self.hybrid.document, max_tokens=self.max_tokens, extension=self.extension
+        )
+
+    def label(self, mode: str) -> str:
+        """How a document planned in ``mode`` is recorded, e.g. ``extend:pi``, ``late+extend:ntk``."""
+        if mode == "extend":
+            return self.extension.label()
+        if mode == "late" and self.extension.method != "none":
+            return f"late+{self.extension.label()}"
+        return mode
+
+
