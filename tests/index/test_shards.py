@@ -17,7 +17,7 @@ from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.shards import ShardedFaissIndex
 from ragidx.ingestion.pipeline import ingest
 from tests.conftest import long_text, tiny_config, write_docs
-from tests.test_faiss_index import _unit
+from tests.index.test_faiss_index import _unit
 
 runner = CliRunner()
 

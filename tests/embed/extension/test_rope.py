@@ -687,7 +687,7 @@ def test_gemma_extended_in_bfloat16_follows_float32(method: str, tmp_path: Path)
 
 # ================================================================================= 4. real EmbeddingGemma
 GEMMA_FOLDER = Path(os.environ.get("RAGIDX_MODELS", "/nonexistent")) / "gemma"
-PRESETS = Path(__file__).resolve().parents[2] / "configs" / "extension"
+PRESETS = Path(__file__).resolve().parents[3] / "configs" / "extension"
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 from ragidx.config import RagidxConfig
 from ragidx.embed.config import APE_METHODS, ROPE_METHODS, ExtensionConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PRESETS = ROOT / "configs" / "extension"
 LENGTHS = {"1k": 1024, "2k": 2048, "4k": 4096, "8k": 8192, "16k": 16384, "32k": 32768}
 
