@@ -82,7 +82,7 @@ def info_command(
 
 
 def _documents(index: Index, as_json: bool) -> None:
-    rows = index.store.summaries()
+    rows = index.summaries()
     if as_json:
         out.print_json(json.dumps(rows, ensure_ascii=False))
         return

@@ -37,7 +37,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -57,12 +57,14 @@ from ragidx.index.manifest import (
     write_atomic,
 )
 from ragidx.index.shards import VectorIndex, create_vectors, vectors_from_bytes
-from ragidx.index.store import DocumentRecord, Store, VectorRecord
+from ragidx.index.store import DOCUMENT_LEVEL, DocumentRecord, Store, VectorRecord
 
 if TYPE_CHECKING:
     from ragidx.embed.encoder import Encoder
-    from ragidx.search.retriever import Per, SearchResult, Where
+    from ragidx.search.options import Per, Where
+    from ragidx.search.retriever import SearchResult
 
+Level = Literal["chunk", "document"]  # a hybrid index's two levels of vectors
 DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})(?:-s\d{3}|-doc)?\.(faiss|parquet)$")
 STAGING_NAME = ".ragidx-staging"  # an interrupted ingest's checkpoints (ragidx.ingestion.checkpoints)
 DOCUMENT_KEY = "faiss.document"  # manifest key of a hybrid index's document-level FAISS file
@@ -227,6 +229,8 @@ class Index:
         return info
 
     # ----------------------------------------------------------------------------- queries
+    # The search entry points users call. They hand over to ragidx.search at call time: at import
+    # time this package never imports the search stage (see docs/architecture.md).
     def search(
         self,
         query: str,
@@ -240,9 +244,9 @@ class Index:
         """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
         ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
         when that many match. A hybrid index fuses document and best-chunk cosines as its manifest
-        says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.search.retriever``).
+        says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.search``).
         A chunked document scores by its best chunk, or by the mean of its ``best_chunks`` best
-        (default: the manifest's ``best_chunks``)."""
+        (default: the manifest's ``best_chunks``). See :class:`~ragidx.search.options.SearchOptions`."""
         return self.search_many([query], k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)[0]
 
     def search_many(
@@ -255,11 +259,12 @@ class Index:
         hybrid: HybridConfig | None = None,
         best_chunks: int | None = None,
     ) -> list[list[SearchResult]]:
+        """:meth:`search` for several queries, embedded in one batch."""
+        from ragidx.search.options import SearchOptions
         from ragidx.search.retriever import Retriever
 
-        return Retriever(self).search_many(
-            queries, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks
-        )
+        options = SearchOptions(where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)
+        return Retriever(self).search_many(queries, k, options)
 
     def search_by_vectors(
         self,
@@ -274,6 +279,7 @@ class Index:
     ) -> list[list[SearchResult]]:
         """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
         ``queries`` only pick each result's snippet."""
+        from ragidx.search.options import SearchOptions
         from ragidx.search.retriever import Retriever
 
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(queries), -1)
@@ -282,10 +288,68 @@ class Index:
                 f"{self.name}: query vectors are {vectors.shape[1]}-d, the index holds "
                 f"{self.manifest.encoder.dim}-d vectors from {self.manifest.encoder.name}"
             )
-        vectors = l2_normalize(vectors)
-        return Retriever(self).rank(
-            queries, vectors, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks
-        )
+        options = SearchOptions(where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)
+        return Retriever(self).rank(queries, l2_normalize(vectors), k, options)
+
+    # ----------------------------------------------------------------------------- reading
+    # What the search stage reads: vectors by level, records by id. Nothing else of the index's
+    # internals (store, FAISS files, pending vectors) is used outside this package.
+    @property
+    def long_doc(self) -> LongDocConfig:
+        """How the documents were embedded (the manifest's long-document settings)."""
+        return self.manifest.long_doc
+
+    def vector_count(self, level: Level = "chunk") -> int:
+        """How many vectors the level holds (``document``: 0 unless the index is hybrid)."""
+        self.flush()
+        if level == "document":
+            return 0 if self.document_vectors is None else self.document_vectors.ntotal
+        return self.vectors.ntotal
+
+    def vectors_per_document(self) -> float:
+        """The mean number of vectors per document (at least 1)."""
+        return max(1.0, self.store.n_vectors / max(self.store.n_documents, 1))
+
+    def nearest(self, queries: np.ndarray, n: int, level: Level = "chunk") -> tuple[np.ndarray, np.ndarray]:
+        """FAISS search of one level: (scores, vector ids), each (len(queries), n); id -1 pads."""
+        self.flush()
+        if level == "document":
+            if self.document_vectors is None:
+                raise ModelError(f"{self.name}: not a hybrid index (no document-level vectors)")
+            return self.document_vectors.search(queries, n)
+        return self.vectors.search(queries, n)
+
+    def vector_record(self, vid: int) -> VectorRecord:
+        """The span (document, ordinal, tokens, characters) of one vector."""
+        return self.store.vector(vid)
+
+    def document(self, doc_id: str) -> DocumentRecord:
+        """One stored document (text, source, metadata, how it was embedded)."""
+        return self.store.document(doc_id)
+
+    def doc_ids(self) -> list[str]:
+        """Every document id, in store order."""
+        return self.store.doc_ids()
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """One row per document: id, source, tokens, tokens embedded, how, vectors (``info --documents``)."""
+        return self.store.summaries()
+
+    def vector_ids(self, doc_id: str) -> tuple[np.ndarray, int | None]:
+        """One document's chunk-level vector ids in order, and its document-level vector id
+        (None unless the index is hybrid)."""
+        vids, ordinals = self.store.document_vids(doc_id)
+        document_level = vids[ordinals == DOCUMENT_LEVEL]
+        return vids[ordinals != DOCUMENT_LEVEL], int(document_level[0]) if len(document_level) else None
+
+    def reconstruct(self, vids: np.ndarray, level: Level = "chunk") -> np.ndarray:
+        """The stored vectors with these ids from one level, float32 (len(vids), dim)."""
+        self.flush()
+        if level == "document":
+            if self.document_vectors is None:
+                raise ModelError(f"{self.name}: not a hybrid index (no document-level vectors)")
+            return self.document_vectors.reconstruct(vids)
+        return self.vectors.reconstruct(vids)
 
     def get(self, doc_ids: Iterable[str]) -> list[DocumentRecord]:
         """The stored documents with these ids, in the order asked; unknown ids are left out."""
@@ -297,12 +361,12 @@ class Index:
         vids = np.asarray(vids, dtype=np.int64)
         if self.document_vectors is None:
             return self.vectors.reconstruct(vids)
-        upper = np.isin(vids, self.document_vectors.ids())
+        document_level = np.isin(vids, self.document_vectors.ids())
         out = np.zeros((len(vids), self.vectors.dim), dtype=np.float32)
-        if upper.any():
-            out[upper] = self.document_vectors.reconstruct(vids[upper])
-        if not upper.all():
-            out[~upper] = self.vectors.reconstruct(vids[~upper])
+        if document_level.any():
+            out[document_level] = self.document_vectors.reconstruct(vids[document_level])
+        if not document_level.all():
+            out[~document_level] = self.vectors.reconstruct(vids[~document_level])
         return out
 
     def __len__(self) -> int:
@@ -313,10 +377,11 @@ class Index:
         """Add one document with its vectors (``spans[i]`` describes ``vectors[i]``; ids are
         assigned here). A document with the same id is replaced. In a hybrid index the span with
         ordinal -1 is the document-level vector: exactly one per document."""
-        upper = np.array([span.ordinal == -1 for span in spans], dtype=bool)
-        if self.document_vectors is not None and upper.sum() != 1:
+        document_level = np.array([span.ordinal == DOCUMENT_LEVEL for span in spans], dtype=bool)
+        if self.document_vectors is not None and document_level.sum() != 1:
             raise IndexFormatError(
-                f"{self.name}: document {document.doc_id!r} has {int(upper.sum())} document-level vectors; "
+                f"{self.name}: document {document.doc_id!r} has {int(document_level.sum())} "
+                "document-level vectors; "
                 "a hybrid index needs exactly one (ingest it with the index's long-document policy)"
             )
         if self.store.sha256(document.doc_id) is not None:
@@ -330,8 +395,8 @@ class Index:
         if self.document_vectors is None:
             self._pending.append((vectors, ids))
         else:
-            self._pending.append((vectors[~upper], ids[~upper]))
-            self._pending_documents.append((vectors[upper], ids[upper]))
+            self._pending.append((vectors[~document_level], ids[~document_level]))
+            self._pending_documents.append((vectors[document_level], ids[document_level]))
         self.store.add(document, spans)
 
     def remove(self, doc_ids: Iterable[str]) -> int:
@@ -340,9 +405,9 @@ class Index:
         self.flush()
         vids = self.store.remove(present)
         if self.document_vectors is not None:
-            upper = np.isin(vids, self.document_vectors.ids())
-            self.document_vectors.remove(vids[upper])
-            vids = vids[~upper]
+            document_level = np.isin(vids, self.document_vectors.ids())
+            self.document_vectors.remove(vids[document_level])
+            vids = vids[~document_level]
         self.vectors.remove(vids)
         return len(present)
 
@@ -507,16 +572,17 @@ def check_agreement(
     and the chunk-level one all the others."""
     vids = store.vids()
     if document_vectors is not None:
-        upper = store.ordinals() == -1
-        _check_level(directory, "document-level FAISS index", document_vectors, vids[upper], manifest)
-        owners = {doc_id for doc_id, up in zip(store.vector_doc_ids(), upper, strict=True) if up}
-        if int(upper.sum()) != store.n_documents or len(owners) != store.n_documents:
+        document_level = store.ordinals() == DOCUMENT_LEVEL
+        doc_vids = vids[document_level]
+        _check_level(directory, "document-level FAISS index", document_vectors, doc_vids, manifest)
+        owners = {doc_id for doc_id, up in zip(store.vector_doc_ids(), document_level, strict=True) if up}
+        if int(document_level.sum()) != store.n_documents or len(owners) != store.n_documents:
             raise IndexFormatError(
-                f"{directory}: {int(upper.sum())} document-level vectors for {store.n_documents} "
+                f"{directory}: {int(document_level.sum())} document-level vectors for {store.n_documents} "
                 f"documents, {len(owners)} of which have one (a hybrid index has one each); re-ingest "
                 "into a new index"
             )
-        vids = vids[~upper]
+        vids = vids[~document_level]
     _check_level(directory, "FAISS index", vectors, vids, manifest)
 
 

@@ -56,6 +56,8 @@ VECTOR_SCHEMA = pa.schema(
     ]
 )
 
+DOCUMENT_LEVEL = -1  # the ordinal of a hybrid index's document-level vector (chunks: 0, 1, …)
+
 
 @dataclass
 class DocumentRecord:

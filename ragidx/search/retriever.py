@@ -25,82 +25,25 @@ reaches that bound the ranking is final; otherwise the candidate set grows.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragidx.embed.config import HybridConfig
 from ragidx.errors import ConfigError
 from ragidx.search.fusion import best_mean, fuse
+from ragidx.search.options import Per, SearchOptions, Where
+from ragidx.search.snippets import snippet
 
 if TYPE_CHECKING:
     from ragidx.index.directory import Index
-    from ragidx.index.store import DocumentRecord
 
-Where = Callable[["DocumentRecord"], bool]
-Per = Literal["document", "chunk"]
 
-SNIPPET_CHARS = 240
 HYBRID_CANDIDATES = 100  # a hybrid search fuses at least this many documents from each level
 HYBRID_GROUP = 16  # queries whose candidates' stored vectors are reconstructed together
 BEST_CANDIDATES = 100  # best-N scoring starts from this many max-sim candidates per query
-_WORD = re.compile(r"\w+", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_STOPWORDS = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "are",
-        "was",
-        "were",
-        "with",
-        "that",
-        "this",
-        "from",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "how",
-        "why",
-        "when",
-        "where",
-        "does",
-        "did",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "has",
-        "have",
-        "had",
-        "not",
-        "but",
-        "you",
-        "your",
-        "its",
-        "into",
-        "about",
-        "than",
-        "then",
-        "them",
-        "they",
-        "there",
-        "their",
-        "his",
-        "her",
-        "our",
-        "out",
-        "all",
-        "any",
-        "each",
-    ]
-)
 
 
 @dataclass
@@ -149,73 +92,50 @@ class Hit:
 
 
 class Retriever:
-    """Searches one :class:`~ragidx.index.directory.Index`."""
+    """Searches one :class:`~ragidx.index.directory.Index` through its public reading API
+    (:meth:`~ragidx.index.directory.Index.nearest`, ``reconstruct``, ``vector_ids``, ``document``…)."""
 
     def __init__(self, index: Index):
         self.index = index
 
     def search_many(
-        self,
-        queries: Sequence[str],
-        k: int = 10,
-        *,
-        where: Where | None = None,
-        per: Per = "document",
-        hybrid: HybridConfig | None = None,
-        best_chunks: int | None = None,
+        self, queries: Sequence[str], k: int = 10, options: SearchOptions | None = None
     ) -> list[list[SearchResult]]:
         if not queries:
             return []
         vectors, _ = self.index.encoder.embed(list(queries), role="query")
-        return self.rank(queries, vectors, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)
+        return self.rank(queries, vectors, k, options)
 
     def rank(
-        self,
-        queries: Sequence[str],
-        vectors: np.ndarray,
-        k: int = 10,
-        *,
-        where: Where | None = None,
-        per: Per = "document",
-        hybrid: HybridConfig | None = None,
-        best_chunks: int | None = None,
+        self, queries: Sequence[str], vectors: np.ndarray, k: int = 10, options: SearchOptions | None = None
     ) -> list[list[SearchResult]]:
-        """Results for query vectors (``queries`` only pick the snippets). ``hybrid``: fuse a
-        hybrid index's two levels this way instead of as its manifest says; ``best_chunks``: score
-        documents by the mean of their N best chunks instead of as the manifest says."""
-        hits = self.hits(vectors, k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)
+        """Results for query vectors (``queries`` only pick the snippets)."""
+        hits = self.hits(vectors, k, options)
         return [self._results(query, h) for query, h in zip(queries, hits, strict=True)]
 
     def search_vectors(
-        self, vectors: np.ndarray, k: int, *, where: Where | None = None, per: Per = "document"
+        self, vectors: np.ndarray, k: int, options: SearchOptions | None = None
     ) -> list[list[tuple[int, float]]]:
         """Per query, up to ``k`` (vector id, score) pairs: one per document (its best vector; in
         a hybrid index its best chunk and fused score), or, ``per="chunk"``, the best vectors."""
-        return [[(h.vid, h.score) for h in hits] for hits in self.hits(vectors, k, where=where, per=per)]
+        return [[(h.vid, h.score) for h in hits] for hits in self.hits(vectors, k, options)]
 
-    def hits(
-        self,
-        vectors: np.ndarray,
-        k: int,
-        *,
-        where: Where | None = None,
-        per: Per = "document",
-        hybrid: HybridConfig | None = None,
-        best_chunks: int | None = None,
-    ) -> list[list[Hit]]:
+    def hits(self, vectors: np.ndarray, k: int, options: SearchOptions | None = None) -> list[list[Hit]]:
         """Per query, up to ``k`` :class:`Hit`: one per document, or (``per="chunk"``) per vector."""
-        config = self.hybrid_config(hybrid)
-        best = self.best_chunks(best_chunks)
-        if config is not None and per == "document":
-            return self._fused(vectors, k, where, config, best)
-        if best > 1 and per == "document":
-            return self._best_n(vectors, k, where, best)
-        return [[Hit(vid, score) for vid, score in hits] for hits in self._max_sim(vectors, k, where, per)]
+        options = options or SearchOptions()
+        config = self.hybrid_config(options.hybrid)
+        best = self.best_chunks(options.best_chunks)
+        if config is not None and options.per == "document":
+            return self._fused(vectors, k, options.where, config, best)
+        if best > 1 and options.per == "document":
+            return self._best_n(vectors, k, options.where, best)
+        found = self._max_sim(vectors, k, options.where, options.per)
+        return [[Hit(vid, score) for vid, score in hits] for hits in found]
 
     def best_chunks(self, best_chunks: int | None = None) -> int:
         """How many best chunks a document's score averages (``best_chunks``, else the manifest's;
         1: max-sim)."""
-        long_doc = self.index.manifest.long_doc
+        long_doc = self.index.long_doc
         if best_chunks is None:
             return long_doc.best_chunks or 1
         if best_chunks < 1:
@@ -236,7 +156,7 @@ class Retriever:
                     "--hybrid rrf|<w> (or a hybrid:… strategy) to fuse document and chunk scores"
                 )
             return None
-        return hybrid or self.index.manifest.long_doc.hybrid
+        return hybrid or self.index.long_doc.hybrid
 
     def _max_sim(
         self,
@@ -248,20 +168,26 @@ class Retriever:
     ) -> list[list[tuple[int, float]]]:
         """Per query, up to ``k`` (vector id, score) from the (chunk-level) FAISS index: the best
         vector of each document, or (``per="chunk"``) the best vectors."""
-        self.index.flush()
-        store, faiss_index = self.index.store, self.index.vectors
-        total = faiss_index.ntotal
+        total = self.index.vector_count()
         if total == 0 or k <= 0:
             return [[] for _ in range(len(vectors))]
-        per_doc = max(1.0, store.n_vectors / max(store.n_documents, 1)) if per == "document" else 1.0
+        per_doc = self.index.vectors_per_document() if per == "document" else 1.0
         fetch = min(total, int(k * min(per_doc, 8)) + k)
         accepted = {} if accepted is None else accepted  # where() per document, computed once per search
         while True:
-            scores, ids = faiss_index.search(vectors, fetch)
+            scores, ids = self.index.nearest(vectors, fetch)
             merged = [self._best(s, i, k, where, per, accepted) for s, i in zip(scores, ids, strict=True)]
             if fetch >= total or all(len(m) >= k for m in merged):
                 return merged
             fetch = min(total, fetch * 4)
+
+    def _accepts(self, doc_id: str, where: Where | None, accepted: dict[str, bool]) -> bool:
+        """Whether ``where`` keeps the document (computed once per document and search)."""
+        if where is None:
+            return True
+        if doc_id not in accepted:
+            accepted[doc_id] = bool(where(self.index.document(doc_id)))
+        return accepted[doc_id]
 
     def _best(
         self,
@@ -272,20 +198,16 @@ class Retriever:
         per: Per,
         accepted: dict[str, bool],
     ) -> list[tuple[int, float]]:
-        store = self.index.store
         seen: set[str] = set()
         hits: list[tuple[int, float]] = []
         for vid, score in zip(ids, scores, strict=True):
             if vid < 0:
                 continue
-            doc_id = store.vector(int(vid)).doc_id
+            doc_id = self.index.vector_record(int(vid)).doc_id
             if per == "document" and doc_id in seen:
                 continue
-            if where is not None:
-                if doc_id not in accepted:
-                    accepted[doc_id] = bool(where(store.document(doc_id)))
-                if not accepted[doc_id]:
-                    continue
+            if not self._accepts(doc_id, where, accepted):
+                continue
             seen.add(doc_id)
             hits.append((int(vid), float(score)))
             if len(hits) == k:
@@ -304,7 +226,7 @@ class Retriever:
             unsettled: list[int] = []
             for start in range(0, len(todo), HYBRID_GROUP):  # one reconstruction per group of queries
                 group = found[start : start + HYBRID_GROUP]
-                docs = [[self.index.store.vector(vid).doc_id for vid, _ in hits] for hits in group]
+                docs = [[self.index.vector_record(vid).doc_id for vid, _ in hits] for hits in group]
                 stored = _StoredVectors(self.index, {d for ids in docs for d in ids})
                 for query, hits, ids in zip(todo[start : start + HYBRID_GROUP], group, docs, strict=True):
                     _, mean, best_vid = stored.scores(vectors[query], ids, best)
@@ -321,20 +243,17 @@ class Retriever:
         self, vectors: np.ndarray, k: int, where: Where | None, config: HybridConfig, best: int = 1
     ) -> list[list[Hit]]:
         """Hybrid search (see the module docstring): per query, the ``k`` best documents by fused score."""
-        index, store = self.index, self.index.store
-        assert index.document_vectors is not None
+        index = self.index
         fetch = max(k, HYBRID_CANDIDATES)
         accepted: dict[str, bool] = {}
         by_chunk = self._max_sim(vectors, fetch, where, "document", accepted)
-        _, upper = index.document_vectors.search(vectors, fetch)
+        _, by_document = index.nearest(vectors, fetch, level="document")
         candidates: list[list[str]] = []
-        for chunk_hits, doc_vids in zip(by_chunk, upper, strict=True):
-            found = dict.fromkeys(store.vector(vid).doc_id for vid, _ in chunk_hits)
+        for chunk_hits, doc_vids in zip(by_chunk, by_document, strict=True):
+            found = dict.fromkeys(index.vector_record(vid).doc_id for vid, _ in chunk_hits)
             for vid in doc_vids[doc_vids >= 0]:
-                doc_id = store.vector(int(vid)).doc_id
-                if where is not None and doc_id not in accepted:
-                    accepted[doc_id] = bool(where(store.document(doc_id)))
-                if where is None or accepted[doc_id]:
+                doc_id = index.vector_record(int(vid)).doc_id
+                if self._accepts(doc_id, where, accepted):
                     found.setdefault(doc_id)
             candidates.append(list(found))
         out: list[list[Hit]] = []
@@ -356,8 +275,8 @@ class Retriever:
     def _results(self, query: str, hits: list[Hit]) -> list[SearchResult]:
         results = []
         for rank, hit in enumerate(hits, start=1):
-            span = self.index.store.vector(hit.vid)
-            doc = self.index.store.document(span.doc_id)
+            span = self.index.vector_record(hit.vid)
+            doc = self.index.document(span.doc_id)
             chunked = doc.embed_mode.split("+")[0] in ("chunk", "late")
             has_span = chunked and span.char_start >= 0  # -1: tokenizer without offsets
             passage = doc.text[span.char_start : span.char_end] if has_span else doc.text
@@ -394,24 +313,23 @@ class _StoredVectors:
     and, in a hybrid index, their document-level vectors."""
 
     def __init__(self, index: Index, doc_ids: set[str]):
-        self.rows: dict[str, tuple[int, int, int]] = {}  # doc id → (its row in upper, chunk rows lo, hi)
-        upper_vids: list[int] = []
+        self.rows: dict[str, tuple[int, int, int]] = {}  # doc id → (document-level row, chunk rows lo, hi)
+        document_vids: list[int] = []
         chunk_vids: list[np.ndarray] = []
         at = 0
         for doc_id in sorted(doc_ids):
-            vids, ordinals = index.store.document_vids(doc_id)
-            chunks = vids[ordinals >= 0]
+            chunks, document_vid = index.vector_ids(doc_id)
             self.rows[doc_id] = (len(self.rows), at, at + len(chunks))
-            if index.document_vectors is not None:
-                upper_vids.append(int(vids[ordinals == -1][0]))
+            if document_vid is not None:
+                document_vids.append(document_vid)
             chunk_vids.append(chunks)
             at += len(chunks)
         self.chunk_vids = np.concatenate(chunk_vids) if chunk_vids else np.zeros(0, dtype=np.int64)
-        self.chunks = index.vectors.reconstruct(self.chunk_vids)
-        self.upper = (
-            None
-            if index.document_vectors is None
-            else index.document_vectors.reconstruct(np.asarray(upper_vids, dtype=np.int64))
+        self.chunks = index.reconstruct(self.chunk_vids)
+        self.documents = (
+            index.reconstruct(np.asarray(document_vids, dtype=np.int64), level="document")
+            if index.hybrid
+            else None
         )
 
     def scores(
@@ -421,7 +339,7 @@ class _StoredVectors:
         cosine, or the mean of the ``best`` best) and its best chunk's vector id."""
         chunk = self.chunks @ query
         rows = [self.rows[d] for d in doc_ids]
-        document = None if self.upper is None else (self.upper @ query)[[row for row, _, _ in rows]]
+        document = None if self.documents is None else (self.documents @ query)[[row for row, _, _ in rows]]
         if not rows:
             return document, np.zeros(0), np.zeros(0, dtype=np.int64)
         segments = [chunk[lo:hi] for _, lo, hi in rows]
@@ -431,27 +349,3 @@ class _StoredVectors:
         best_rows = [lo + int(np.argmax(seg)) for lo, seg in zip(firsts, segments, strict=True)]
         top = self.chunk_vids[np.asarray(best_rows, dtype=np.int64)]
         return document, score, top
-
-
-def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
-    """The sentence (plus neighbours, up to ``width`` chars) sharing most words with ``query``."""
-    sentences = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-    if not sentences:
-        return ""
-    terms = {w[:5] for w in _WORD.findall(query.lower()) if len(w) > 2 and w not in _STOPWORDS}
-
-    def overlap(sentence: str) -> int:
-        return len(terms & {w[:5] for w in _WORD.findall(sentence.lower())})
-
-    best = max(range(len(sentences)), key=lambda i: (overlap(sentences[i]), -i))
-    lo = hi = best
-    out = sentences[best]
-    while len(out) < width and (lo > 0 or hi < len(sentences) - 1):
-        if hi < len(sentences) - 1:
-            hi += 1
-            out = f"{out} {sentences[hi]}"
-        elif lo > 0:
-            lo -= 1
-            out = f"{sentences[lo]} {out}"
-    out = " ".join(out.split())
-    return out if len(out) <= width else out[: width - 1].rsplit(" ", 1)[0] + "…"

@@ -12,7 +12,8 @@ from ragidx.embed.config import HybridConfig
 from ragidx.errors import ConfigError
 from ragidx.index.directory import Index
 from ragidx.ingestion.pipeline import ingest
-from ragidx.search.retriever import Retriever, snippet
+from ragidx.search.retriever import Retriever
+from ragidx.search.snippets import snippet
 from tests.conftest import long_text, tiny_config
 
 

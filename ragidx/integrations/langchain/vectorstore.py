@@ -40,6 +40,7 @@ from ragidx.index.manifest import ExternalEncoderInfo
 from ragidx.ingestion.pipeline import add_documents, add_embedded
 from ragidx.integrations.langchain.documents import MetadataFilter, from_record, record_filter, to_ragidx
 from ragidx.integrations.langchain.embeddings import RagidxEmbeddings
+from ragidx.search.options import SearchOptions
 from ragidx.search.retriever import Retriever
 
 
@@ -163,7 +164,7 @@ class RagidxVectorStore(VectorStore):
         """Delete documents by id (unknown ids are ignored); ``None`` deletes every document."""
         if self._index is None:
             return True
-        self._index.remove(self._index.store.doc_ids() if ids is None else ids)
+        self._index.remove(self._index.doc_ids() if ids is None else ids)
         return True
 
     # ----------------------------------------------------------------------------- reads
@@ -217,14 +218,15 @@ class RagidxVectorStore(VectorStore):
             return []
         vector = np.asarray(embedding, dtype=np.float32)
         where = None if filter is None else record_filter(filter)
-        hits = Retriever(index).search_vectors(vector[None, :], max(fetch_k, k), where=where)[0]
+        options = SearchOptions(where=where)
+        hits = Retriever(index).search_vectors(vector[None, :], max(fetch_k, k), options)[0]
         if not hits:
             return []
         vids = [vid for vid, _ in hits]
         chosen = maximal_marginal_relevance(
             vector, list(index.vectors_of(vids)), k=min(k, len(hits)), lambda_mult=lambda_mult
         )
-        records = index.get([index.store.vector(vids[i]).doc_id for i in chosen])
+        records = index.get([index.vector_record(vids[i]).doc_id for i in chosen])
         return [from_record(record) for record in records]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:

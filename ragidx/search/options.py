@@ -1,0 +1,33 @@
+"""How one search ranks: :class:`SearchOptions`, the per-search choices in one object.
+
+Every search entry point (``Index.search``, ``Retriever``, the CLI's ``query``, the LangChain
+retriever and vector store) takes these four choices; they travel together as one
+:class:`SearchOptions`, never as loose arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ragidx.embed.config import HybridConfig
+    from ragidx.index.store import DocumentRecord
+
+Where = Callable[["DocumentRecord"], bool]
+Per = Literal["document", "chunk"]
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """``where``: keep only the documents it accepts (a search still returns ``k`` when that many
+    match). ``per``: rank documents (a chunked document scores by its best chunk, reported once)
+    or chunks. ``hybrid``: fuse a hybrid index's document and chunk levels this way instead of as
+    its manifest says. ``best_chunks``: a document scores as the mean of its N best chunks instead
+    of as the manifest says (1: max-sim)."""
+
+    where: Where | None = None
+    per: Per = "document"
+    hybrid: HybridConfig | None = None
+    best_chunks: int | None = None
