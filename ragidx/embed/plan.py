@@ -135,12 +135,32 @@ def _plan_chunks(n_tokens: int, window: int, config: LongDocConfig, extended_win
     if limit <= fits:
         mode: EmbedMode = "truncate"
         return EmbedPlan(mode, [(0, limit)], n_tokens)
+    size, step = chunk_geometry(window, config)
     if config.policy == "pcw":
-        return EmbedPlan("pcw", _windows(limit, window, step=window), n_tokens)
+        return EmbedPlan("pcw", _windows(limit, size, step), n_tokens)
+    return EmbedPlan("chunk", _windows(limit, size, step), n_tokens, vectors_per_doc=config.vectors_per_doc)
+
+
+def chunk_geometry(window: int, config: LongDocConfig) -> tuple[int, int]:
+    """(size, step) in content tokens of the windows of a ``chunk`` or ``pcw`` plan: pcw, whole
+    windows side by side; chunk, ``chunk_size`` (at most a window) every ``size - overlap``."""
+    if config.policy == "pcw":
+        return window, window
     size = min(config.chunk_size or window, window)
-    overlap = min(config.overlap, size - 1)
-    spans = _windows(limit, size, step=size - overlap)
-    return EmbedPlan("chunk", spans, n_tokens, vectors_per_doc=config.vectors_per_doc)
+    return size, size - min(config.overlap, size - 1)
+
+
+def settled_spans(n_read: int, window: int, config: LongDocConfig) -> list[tuple[int, int]]:
+    """The ``chunk`` or ``pcw`` windows certain to open the plan of a document whose first
+    ``n_read`` tokens are known, however long it turns out to be: once it is longer than one
+    window, every window that ends before the tokens read (and before ``max_tokens``). Only the
+    last window of a plan depends on the document's length, so these are a prefix of its spans
+    (the streaming path embeds them while it reads)."""
+    limit = min(n_read, config.max_tokens or n_read)
+    if limit <= window:
+        return []
+    size, step = chunk_geometry(window, config)
+    return _windows(limit, size, step)[:-1]
 
 
 def _plan_late(n_tokens: int, window: int, config: LongDocConfig, extended_window: int | None) -> EmbedPlan:

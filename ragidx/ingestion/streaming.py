@@ -5,8 +5,9 @@ is computed over the blocks; to embed it, each block is tokenized on its own (cu
 words are not split) and the tokens go through a rolling buffer: under the ``chunk`` and ``pcw``
 policies every window that is certain to be in the document's plan (one that ends before the
 tokens read so far, once the document is known to be longer than the model window) is embedded as
-soon as its tokens are read, in groups of ``batch_tokens``, and the tokens before the next window
-are dropped; PCW keeps only the running sum of its chunk vectors. ``truncate`` and ``extend`` keep
+soon as its tokens are read (:func:`ragidx.embed.plan.settled_spans`: the planner's own
+windows, so the geometry lives in one place), in groups of ``batch_tokens``, and the tokens before
+the next window are dropped; PCW keeps only the running sum of its chunk vectors. ``truncate`` and ``extend`` keep
 only the first window's tokens and count the rest. At the end of the stream the document's real
 plan (:func:`ragidx.embed.plan.plan` on its full token count) decides the last windows, so the
 vectors, spans and recorded mode are those of the same document read whole (``max_tokens`` cuts
@@ -29,7 +30,7 @@ import numpy as np
 
 from ragidx.embed.config import LongDocConfig
 from ragidx.embed.encoder import Encoder, Tokens, Window
-from ragidx.embed.plan import EmbedPlan, combine, plan
+from ragidx.embed.plan import EmbedPlan, chunk_geometry, combine, plan, settled_spans
 from ragidx.read.documents import Document
 
 _LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
@@ -89,8 +90,7 @@ def embed_streamed(
     extended = encoder.content_budget(probe, extended=True) if long_doc.policy == "extend" else None
     regular = long_doc.policy in ("chunk", "pcw")
     cap = long_doc.max_tokens or math.inf
-    size = min(long_doc.chunk_size or window, window) if long_doc.policy == "chunk" else window
-    step = size - min(long_doc.overlap, size - 1) if long_doc.policy == "chunk" else window
+    size, step = chunk_geometry(window, long_doc)  # the planner's windows, embedded as they are read
     store_limit = max(cap, window) if regular else max(window, extended or 0)
 
     buffer = _Buffer()
@@ -131,18 +131,14 @@ def embed_streamed(
             buffer.chars += [(base + s, base + e) for s, e in tokens.offsets[:room]]
         total += len(tokens.ids)
         if regular:
-            stored = min(total, cap)
-            while stored > window and stored > emitted_next(emitted, step) + size:
-                start = emitted_next(emitted, step)
-                emit((start, start + size))
-            buffer.drop_before(int(min(emitted_next(emitted, step), stored - size)))
+            for span in settled_spans(total, window, long_doc)[len(emitted) :]:
+                emit(span)
+            buffer.drop_before(int(min(emitted_next(emitted, step), min(total, cap) - size)))
             run_pending(force=False)
 
     if total == 0:
         raise ValueError(f"{document.source}: no tokens after tokenization")
     out.plan = plan(total, window, long_doc, extended)
-    if out.plan.spans[: len(emitted)] != emitted:  # cannot happen: emitted spans are plan prefixes
-        raise AssertionError(f"{document.source}: streamed spans diverged from the plan")
     for span in out.plan.spans[len(emitted) :]:
         emit(span)
     run_pending(force=True)

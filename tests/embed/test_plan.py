@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from ragidx.config import RagidxConfig
 from ragidx.embed.config import LongDocConfig
 from ragidx.embed.encoder import Encoder
-from ragidx.embed.plan import plan
+from ragidx.embed.plan import plan, settled_spans
 from ragidx.index.store import Store
 from ragidx.ingestion.pipeline import ingest
 from tests.conftest import long_text
@@ -111,3 +111,24 @@ def test_pcw_vector_equals_mean_of_independently_encoded_chunks(tmp_path, tiny_e
     expected = np.mean(chunks, axis=0)
     expected /= np.linalg.norm(expected)
     np.testing.assert_allclose(stored, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        LongDocConfig(policy="chunk"),
+        LongDocConfig(policy="chunk", chunk_size=7, overlap=3),
+        LongDocConfig(policy="chunk", chunk_size=40, overlap=0),
+        LongDocConfig(policy="pcw"),
+        LongDocConfig(policy="chunk", chunk_size=5, overlap=1, max_tokens=37),
+        LongDocConfig(policy="pcw", max_tokens=50),
+    ],
+)
+def test_settled_spans_open_every_longer_documents_plan(config: LongDocConfig) -> None:
+    """What the streaming path embeds while reading is a prefix of the final plan, whatever the
+    document's final length turns out to be."""
+    window = 16
+    for n_read in range(1, 90):
+        settled = settled_spans(n_read, window, config)
+        for n_tokens in range(n_read, n_read + 40):
+            assert plan(n_tokens, window, config).spans[: len(settled)] == settled, (n_read, n_tokens)
