@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ragidx.embed.config import EncoderConfig, ExtensionConfig, PoolingConfig, Role
+from ragidx.embed.config import EncoderConfig, ExtensionConfig, LongDocConfig, PoolingConfig, Role
 from ragidx.embed.extension import Extension
 from ragidx.embed.models import ModelFolder, resolve_model
 from ragidx.embed.pooling import pool
@@ -130,6 +130,13 @@ class Encoder:
             offset = offset if model_type in _OFFSET_POSITION_MODELS else 0
             self.extension = Extension(self.model, extension, self.window_size, offset)
 
+
+    @classmethod
+    def from_settings(cls, model: EncoderConfig, long_doc: LongDocConfig) -> Encoder:
+        """The encoder a config describes: its ``[model]`` section, running the context extension
+        of its ``[long_doc]`` section. Ingestion, ``Index.encoder``, the probes and the LangChain
+        classes all build encoders here."""
+        return cls(model, extension=long_doc.extension)
     @property
     def extended_window(self) -> int:
         """The longest window one forward pass takes: the extension's target length, else the window."""

@@ -192,7 +192,7 @@ class Index:
             )
             from ragidx.embed.encoder import Encoder  # torch: loaded only when a search needs it
 
-            encoder = Encoder(config, extension=self.manifest.long_doc.extension)
+            encoder = Encoder.from_settings(config, self.manifest.long_doc)
             self.check_encoder(encoder)
             self._encoder = encoder
         return self._encoder

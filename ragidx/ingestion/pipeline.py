@@ -42,7 +42,7 @@ from ragidx.index.manifest import now
 from ragidx.index.store import DocumentRecord, VectorRecord
 from ragidx.ingestion.checkpoints import Staging
 from ragidx.ingestion.streaming import StreamedEmbedding, content_sha256, embed_streamed
-from ragidx.read.documents import Document, Skipped, iter_documents
+from ragidx.read.walk import Document, Skipped, iter_documents
 
 
 class Progress(Protocol):
@@ -427,7 +427,7 @@ def _same_record(stored: DocumentRecord, document: Document) -> bool:
 
 def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
     if not Index.exists(directory):
-        encoder = Encoder(config.model, extension=config.long_doc.extension)
+        encoder = Encoder.from_settings(config.model, config.long_doc)
         return Index.create(directory, encoder, config.long_doc, config.index)
     index = Index.open(directory, encoder_config=config.model)
     manifest = index.manifest

@@ -1,16 +1,16 @@
 """Embedding a streamed document (a text file too large to hold) with bounded memory.
 
-A streamed :class:`~ragidx.read.documents.Document` yields its text block by block. Its content sha256
+A streamed :class:`~ragidx.read.document.Document` yields its text block by block. Its content sha256
 is computed over the blocks; to embed it, each block is tokenized on its own (cut at whitespace, so
 words are not split) and the tokens go through a rolling buffer: under the ``chunk`` and ``pcw``
 policies every window that is certain to be in the document's plan (one that ends before the
 tokens read so far, once the document is known to be longer than the model window) is embedded as
 soon as its tokens are read (:func:`ragidx.embed.plan.settled_spans`: the planner's own
 windows, so the geometry lives in one place), in groups of ``batch_tokens``, and the tokens before
-the next window are dropped; PCW keeps only the running sum of its chunk vectors. ``truncate`` and ``extend`` keep
-only the first window's tokens and count the rest. At the end of the stream the document's real
-plan (:func:`ragidx.embed.plan.plan` on its full token count) decides the last windows, so the
-vectors, spans and recorded mode are those of the same document read whole (``max_tokens`` cuts
+the next window are dropped; PCW keeps only the running sum of its chunk vectors. ``truncate`` and
+``extend`` keep only the first window's tokens and count the rest. At the end of the stream the
+document's real plan (:func:`ragidx.embed.plan.plan` on its full token count) decides the last
+windows, so the vectors, spans and recorded mode are those of the same document read whole (``max_tokens`` cuts
 included and recorded). Memory is bounded by one block, one window group and the vectors.
 Sentence-placed landmarks (LMK) fall back to fixed placement in a streamed document. Late
 chunking, hybrid indexes and the vectors-per-doc budget need the whole document: a streamed file
@@ -31,7 +31,7 @@ import numpy as np
 from ragidx.embed.config import LongDocConfig
 from ragidx.embed.encoder import Encoder, Tokens, Window
 from ragidx.embed.plan import EmbedPlan, chunk_geometry, combine, plan, settled_spans
-from ragidx.read.documents import Document
+from ragidx.read.document import Document
 
 _LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
 

@@ -41,7 +41,7 @@ class ProbeEncoder:
             )
         self.strategy = strategy
         self.long_doc = strategy.long_doc(max_tokens)
-        self.encoder = Encoder(strategy.encoder_config(base), extension=self.long_doc.extension)
+        self.encoder = Encoder.from_settings(strategy.encoder_config(base), self.long_doc)
         self.cache = cache or EmbeddingCache(None)
         described = self.encoder.describe()
         self._model_key = {k: v for k, v in described.items() if k != "name"}

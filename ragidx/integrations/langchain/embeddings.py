@@ -66,7 +66,7 @@ class RagidxEmbeddings(Embeddings):
             )
         if encoder is None:
             config = encoder_config or EncoderConfig(model=model, device=device)
-            encoder = Encoder(config, extension=self.long_doc.extension)
+            encoder = Encoder.from_settings(config, self.long_doc)
         elif self.long_doc.policy == "extend" and encoder.extension is None:
             raise ConfigError(
                 f"long_doc policy 'extend' needs an encoder built with the extension; "

@@ -68,7 +68,7 @@ class RagidxVectorStore(VectorStore):
         if embedding is None or isinstance(embedding, RagidxEmbeddings):
             if embedding is None:
                 policy = long_doc or LongDocConfig()
-                encoder = Encoder(EncoderConfig(), extension=policy.extension)
+                encoder = Encoder.from_settings(EncoderConfig(), policy)
             else:
                 policy, encoder = long_doc or embedding.long_doc, embedding.encoder
             self._index = Index.create(None, encoder, policy, self._faiss)
