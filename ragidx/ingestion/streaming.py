@@ -10,8 +10,8 @@ windows, so the geometry lives in one place), in groups of ``batch_tokens``, and
 the next window are dropped; PCW keeps only the running sum of its chunk vectors. ``truncate`` and
 ``extend`` keep only the first window's tokens and count the rest. At the end of the stream the
 document's real plan (:func:`ragidx.embed.plan.plan` on its full token count) decides the last
-windows, so the vectors, spans and recorded mode are those of the same document read whole (``max_tokens`` cuts
-included and recorded). Memory is bounded by one block, one window group and the vectors.
+windows, so the vectors, spans and recorded mode are those of the same document read whole
+(``max_tokens`` cuts included and recorded). Memory is bounded by one block, one window group and the vectors.
 Sentence-placed landmarks (LMK) fall back to fixed placement in a streamed document. Late
 chunking, hybrid indexes and the vectors-per-doc budget need the whole document: a streamed file
 is refused under them, with a message naming the file.
