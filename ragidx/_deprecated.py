@@ -15,7 +15,7 @@ import warnings
 from types import ModuleType
 
 MOVED = {
-    "ragidx.documents": "ragidx.read.documents",
+    "ragidx.documents": "ragidx.read.walk",
     "ragidx.encoder": "ragidx.embed.encoder",
     "ragidx.models": "ragidx.embed.models",
     "ragidx.pooling": "ragidx.embed.pooling",

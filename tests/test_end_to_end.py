@@ -64,6 +64,7 @@ def test_a_fact_near_the_end_of_a_long_document_is_found_in_its_last_chunk(examp
     assert "Tower of Hercules" in hit.snippet
 
 
+@pytest.mark.slow
 def test_cli_round_trip_on_examples(tmp_path: Path) -> None:
     """What the README's first command runs: ingest the examples, ask, read JSON back."""
     runner = CliRunner()

@@ -98,6 +98,7 @@ def killed(
     return {fault: directory for fault, (directory, _) in running.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", KILL_POINTS)
 def test_killed_ingest_resumes_to_the_clean_index(
     base: dict[str, Any], killed: dict[str, Path], tiny_model: Path, fault: str

@@ -7,17 +7,18 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
 from ragidx.cli.console import err, handle_errors, out
 from ragidx.cli.options import Device, DType, Json
 from ragidx.errors import ConfigError, describe_validation
+from ragidx.evaluate.grid import EvalGrid
 from ragidx.evaluate.report import EvalResults, compare_rows, table_rows, task_title
 from ragidx.evaluate.tasks import DATA_ENV
 
@@ -33,17 +34,13 @@ eval_app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-if TYPE_CHECKING:
-    from ragidx.evaluate.runner import EvalGrid
-
-
 
 class _Bars:
     """One line per finished record, a bar per stage (tokens or queries embedded)."""
 
     def __init__(self, bar: RichBar):
         self.bar = bar
-        self.current: int | None = None
+        self.current: TaskID | None = None
 
     def record(self, description: str, done: bool = False) -> None:
         if done:
@@ -224,8 +221,6 @@ def eval_command(
 
 def _grid(settings: dict[str, object], where: str) -> EvalGrid:
     try:
-        from ragidx.evaluate.runner import EvalGrid
-
         return EvalGrid.model_validate(settings)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {describe_validation(exc)}") from exc

@@ -117,7 +117,7 @@ def _pooling(pooling: PoolingConfig) -> str:
 
 def _long_doc(manifest: Manifest) -> str:
     cfg = manifest.long_doc
-    text = cfg.policy
+    text: str = cfg.policy
     if cfg.policy == "chunk":
         text += f" (chunk {cfg.chunk_size or 'window'} tokens, overlap {cfg.overlap})"
     if cfg.policy == "late":

@@ -29,7 +29,7 @@ from ragidx.errors import ConfigError
 
 if TYPE_CHECKING:
     from ragidx.ingestion.pipeline import IngestReport
-    from ragidx.read.documents import Document, Skipped
+    from ragidx.read.document import Document, Skipped
 
 
 

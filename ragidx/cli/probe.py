@@ -219,7 +219,7 @@ def collapse_command(
     with _bar(quiet, as_json) as bar:
         results = run_collapse(inputs, taus, (pair[0], pair[1]), progress=_progress(bar))
     lines = [
-        f"{row.strategy} τ {t.tau:g}: pairwise cosine "  # type: ignore[union-attr]
+        f"{row.strategy} τ {t.tau:g}: pairwise cosine "
         + ", ".join(f"{b.lo}–{b.hi} {b.pairwise_cosine:.3f}" for b in t.buckets)
         + (f"; gap {t.gap:.3f}" if t.gap is not None else "")
         for row in results.strategies

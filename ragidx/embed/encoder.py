@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -33,6 +34,9 @@ from ragidx.embed.extension import Extension
 from ragidx.embed.models import ModelFolder, resolve_model
 from ragidx.embed.pooling import pool
 from ragidx.errors import ModelError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 # Models whose position ids start at padding_idx + 1 (RoBERTa style): two table rows are not content.
 _OFFSET_POSITION_MODELS = {"roberta", "xlm-roberta", "camembert", "mpnet", "longformer"}
@@ -79,7 +83,8 @@ class Encoder:
             16384 if self.device.type == "cuda" else 2048
         )
         self.tokenizer, self.model = _load(self.folder, self.dtype, self.config.trust_remote_code)
-        self.model.to(self.device).eval()
+        # transformers wraps PreTrainedModel.to in functools.wraps, whose stub type leaves self unbound
+        self.model.to(self.device).eval()  # type: ignore[arg-type]
         model_type = getattr(self.model.config, "model_type", "")
         self.model_type = str(model_type)
 
@@ -201,14 +206,16 @@ class Encoder:
         selection = self.pooling.selection
         if selection == "lmk":
             body: list[int] = []
+            landmark = self._landmark()
             for lo, hi in self._landmark_chunks(tokens, start, end):
-                body += [*tokens.ids[lo:hi], self.landmark_id]
+                body += [*tokens.ids[lo:hi], landmark]
             return Window(head + body, content_start=len(head))
         if selection == "multicls":
             every = self.pooling.multicls_every
+            landmark = self._landmark()
             body = list(content[:every])
             for at in range(every, len(content), every):
-                body += [self.landmark_id, *content[at : at + every]]
+                body += [landmark, *content[at : at + every]]
             return Window(head + body + self.suffix_ids, content_start=len(head))
         return Window(head + content + self.suffix_ids, content_start=len(head))
 
@@ -226,6 +233,13 @@ class Encoder:
             chunks.append((at, stop))
             at = stop
         return chunks or [(start, start)]
+
+    def _landmark(self) -> int:
+        """The landmark / extra [CLS] id; only called for the lmk and multicls selections, for
+        which ``__init__`` has set it (or raised)."""
+        if self.landmark_id is None:
+            raise ModelError(f"{self.folder.name}: no landmark token for {self.pooling.selection} pooling")
+        return self.landmark_id
 
     def _landmark_id(self) -> int | None:
         selection = self.pooling.selection
@@ -353,7 +367,7 @@ class Encoder:
         if not len(self.dense):
             return pooled.astype(np.float32, copy=False)
         with torch.inference_mode():
-            vectors = self.dense(
+            vectors: torch.Tensor = self.dense(
                 torch.from_numpy(np.ascontiguousarray(pooled, dtype=np.float32)).to(self.device)
             )
         return vectors.cpu().numpy().astype(np.float32, copy=False)
@@ -451,27 +465,38 @@ def _pick_device(name: str) -> torch.device:
 
 def _pick_dtype(name: str, device: torch.device) -> torch.dtype:
     if name != "auto":
-        return getattr(torch, name)
+        dtype = getattr(torch, name)
+        if not isinstance(dtype, torch.dtype):
+            raise ModelError(f"unknown dtype {name!r}: use auto, float32, float16 or bfloat16")
+        return dtype
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
 
 
-def _load(folder: ModelFolder, dtype: torch.dtype, trust_remote_code: bool) -> tuple[object, torch.nn.Module]:
-    import transformers
+def _load(
+    folder: ModelFolder, dtype: torch.dtype, trust_remote_code: bool
+) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
     from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
-    transformers.utils.logging.disable_progress_bar()
+    # transformers leaves disable_progress_bar unannotated; this is its signature
+    disable_progress_bar: Callable[[], None] = hf_logging.disable_progress_bar
+    disable_progress_bar()
     path = folder.transformer_path
     quiet = logging.getLogger("transformers")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
+            path, trust_remote_code=trust_remote_code
+        )
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
         kwargs: dict[str, object] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
         if config.model_type in _POOLER_MODELS:
             kwargs["add_pooling_layer"] = False  # sentence embedders never use the BERT pooler
+        # AutoModel.from_pretrained returns Any; every auto model is a PreTrainedModel
+        model: PreTrainedModel
         try:
             model = AutoModel.from_pretrained(path, attn_implementation="sdpa", **kwargs)
         except (ValueError, ImportError):  # architectures without SDPA support
@@ -490,7 +515,7 @@ def _load(folder: ModelFolder, dtype: torch.dtype, trust_remote_code: bool) -> t
     return tokenizer, model
 
 
-def _special_tokens(tokenizer: object) -> tuple[list[int], list[int]]:
+def _special_tokens(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
     """The special tokens the tokenizer puts before and after content (e.g. [CLS] … [SEP])."""
     plain = tokenizer("ragidx", add_special_tokens=False)["input_ids"]
     full = tokenizer("ragidx", add_special_tokens=True)["input_ids"]
@@ -500,7 +525,7 @@ def _special_tokens(tokenizer: object) -> tuple[list[int], list[int]]:
     raise ModelError("cannot tell which special tokens the tokenizer adds")
 
 
-def _native_window(config: object, tokenizer: object, model_type: str) -> int:
+def _native_window(config: PreTrainedConfig, tokenizer: PreTrainedTokenizerBase, model_type: str) -> int:
     positions = getattr(config, "max_position_embeddings", None)
     window = int(positions) if positions else 512
     if model_type in _OFFSET_POSITION_MODELS:

@@ -23,7 +23,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ragidx.embed.config import PoolingConfig
 from ragidx.errors import ModelError
@@ -212,8 +212,9 @@ def _load_state_dict(folder: Path) -> dict[str, torch.Tensor]:
 
     bin_file = folder / "pytorch_model.bin"
     if bin_file.is_file():
-        # weights_only: plain tensors, no pickled code is ever executed.
-        return torch.load(bin_file, map_location="cpu", weights_only=True)
+        # weights_only: plain tensors, no pickled code is ever executed. torch.load returns Any;
+        # a pytorch_model.bin holds a state dict.
+        return cast("dict[str, torch.Tensor]", torch.load(bin_file, map_location="cpu", weights_only=True))
     raise ModelError(f"{folder}: no model.safetensors or pytorch_model.bin")
 
 

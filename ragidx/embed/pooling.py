@@ -21,7 +21,7 @@ Three more modes pool a selection of tokens (the encoder marks them):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -80,4 +80,5 @@ def pool(
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit L2 norm (an all-zero row stays zero), for vectors combined or supplied
     outside :func:`pool`: PCW means, caller-embedded queries, vectors made outside ragidx."""
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return cast(np.ndarray, vectors / norms)  # numpy's stubs type norm (axis=...) as Any

@@ -106,12 +106,14 @@ def _synthetic(axes: Axes, rows: list[EvalRecord]) -> None:
                     points[length] = (rank, group.metrics["acc@1"])
         xs = sorted(points)
         ys = [points[x][1] for x in xs]
+        color, dash = _style(i)
         axes.plot(
             xs,
             ys,
             marker="o",
             label=f"{strategy} ({sum(ys) / len(ys):.1f})",
-            **_style(i),
+            color=color,
+            linestyle=dash,
         )
     axes.set_xscale("log", base=2)
     axes.set_xlabel("document length (tokens); legend: mean Acc@1 over the lengths shown")
@@ -119,9 +121,9 @@ def _synthetic(axes: Axes, rows: list[EvalRecord]) -> None:
     axes.set_ylim(-2, 102)
 
 
-def _style(i: int) -> dict[str, str]:
-    """The i-th line's colour and dash: ten colours, then the same ten dashed, then dotted."""
-    return {"color": f"C{i % 10}", "linestyle": ("-", "--", ":")[i // 10 % 3]}
+def _style(i: int) -> tuple[str, str]:
+    """The i-th line's (colour, dash): ten colours, then the same ten dashed, then dotted."""
+    return f"C{i % 10}", ("-", "--", ":")[i // 10 % 3]
 
 
 def _fit(max_length: int | None, length: int) -> tuple[int, int]:
@@ -148,7 +150,8 @@ def _real(axes: Axes, rows: list[EvalRecord]) -> None:
             xs, ys = lengths, [mine[0].score] * len(lengths)
         else:
             xs, ys = [r.max_length or 0 for r in mine], [r.score for r in mine]
-        axes.plot(xs, ys, marker="o", label=strategy, **_style(i))
+        color, dash = _style(i)
+        axes.plot(xs, ys, marker="o", label=strategy, color=color, linestyle=dash)
     axes.set_xscale("log", base=2)
     axes.set_xlabel("max length L_t (tokens)")
     axes.set_ylabel(f"{rows[0].main_metric} (%)")

@@ -126,8 +126,9 @@ def merge_lengths(records: Sequence[EvalRecord]) -> list[EvalRecord]:
         docs = [sum(g.n_docs for g in r.groups) for r in same]
         for name in ("vectors_per_doc", "index_bytes_per_doc"):
             values = [r.parameters.get(name) for r in same]
-            if all(v is not None for v in values):
-                parameters[name] = sum(v * n for v, n in zip(values, docs, strict=True)) / sum(docs)
+            known = [v for v in values if v is not None]
+            if len(known) == len(values):
+                parameters[name] = sum(v * n for v, n in zip(known, docs, strict=True)) / sum(docs)
         for name in ("hybrid_tuning", "selection"):  # per group: each record's own groups
             if any(name in r.parameters for r in same):
                 parameters[name] = {k: v for r in same for k, v in r.parameters.get(name, {}).items()}
@@ -262,7 +263,7 @@ def _table(header: list[str], rows: list[tuple[str, dict[str, float]]], columns:
         for c in columns:
             if c not in scores:
                 cells.append("–")
-            elif best[c] is not None and round(scores[c], 1) == round(best[c], 1) and len(rows) > 1:
+            elif (top := best[c]) is not None and round(scores[c], 1) == round(top, 1) and len(rows) > 1:
                 cells.append(f"**{scores[c]:.1f}**")
             else:
                 cells.append(f"{scores[c]:.1f}")

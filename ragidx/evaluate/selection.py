@@ -4,15 +4,20 @@ A setting (a hybrid weight, a chunk size, a whole strategy) is chosen by its mea
 :func:`choose` picks the best choice on some queries, and :func:`cross_validate` scores every query
 with the choice made *without* it, k-fold over the queries (each fold ranked by the choice made on
 the other folds), so the reported number is not tuned on the queries it is measured on.
+:func:`cross_validated_rankings` does this for a task group's rankings, scored by an IR metric.
 ``hybrid:auto`` chooses its weight this way, and ``ragidx eval --select A,B,C`` a strategy.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 import numpy as np
+
+from ragidx.evaluate.metrics import per_query
+from ragidx.evaluate.tasks import TaskGroup
 
 C = TypeVar("C", bound=Hashable)
 
@@ -56,3 +61,35 @@ def cross_validate(
         out[held] = cached(choice)[held]
         chosen.append((choice, held))
     return out, chosen
+
+
+def cross_validated_rankings(
+    rankings: Callable[[C], list[list[tuple[str, float]]]],
+    group: TaskGroup,
+    metric: str,
+    choices: Sequence[C],
+    seed: int,
+) -> tuple[list[list[tuple[str, float]]], list[tuple[C, np.ndarray]], C, Callable[[C], np.ndarray]]:
+    """Each query of ``group`` ranked by the choice (a hybrid weight, a candidate strategy) with the
+    best mean ``metric`` on the other folds of a 5-fold split (:func:`cross_validate`);
+    ``rankings(c)`` gives every query's ranking under choice c, in ``group.queries`` order. Returns
+    the composed rankings, each fold's (choice, query indices), the choice on all queries and the
+    per-query scores of a choice."""
+    qids = list(group.queries)
+
+    @functools.cache
+    def per_query_scores(choice: C) -> np.ndarray:
+        return np.array(
+            [
+                per_query([d for d, _ in hits], group.qrels.get(q, {}))[metric]
+                for q, hits in zip(qids, rankings(choice), strict=True)
+            ]
+        )
+
+    _, folds = cross_validate(per_query_scores, len(qids), choices, seed=seed)
+    out: list[list[tuple[str, float]]] = [[] for _ in qids]
+    for choice, held in folds:
+        for i in held:
+            out[i] = rankings(choice)[i]
+    overall, _ = choose(per_query_scores, choices)
+    return out, folds, overall, per_query_scores

@@ -134,10 +134,14 @@ class Index:
             directory = Path(directory)
             _check_new_directory(directory)
         faiss_config = faiss_config or FaissConfig()
-        external = isinstance(encoder, ExternalEncoderInfo)
+        info: EncoderInfo | ExternalEncoderInfo
+        if isinstance(encoder, ExternalEncoderInfo):
+            info = encoder
+        else:
+            info = EncoderInfo.model_validate(encoder.describe())
         manifest = Manifest(
             ragidx_version=__version__,
-            encoder=encoder if external else EncoderInfo.model_validate(encoder.describe()),
+            encoder=info,
             long_doc=long_doc or LongDocConfig(),
             faiss=faiss_config,
         )
@@ -150,7 +154,7 @@ class Index:
             manifest,
             vectors,
             Store.empty(),
-            encoder=None if external else encoder,
+            encoder=None if isinstance(encoder, ExternalEncoderInfo) else encoder,
             document_vectors=document_vectors,
         )
 
@@ -358,15 +362,15 @@ class Index:
     def vectors_of(self, vids: Sequence[int]) -> np.ndarray:
         """The stored vectors with these ids (of either level of a hybrid index), float32 (n, dim)."""
         self.flush()
-        vids = np.asarray(vids, dtype=np.int64)
+        ids = np.asarray(vids, dtype=np.int64)
         if self.document_vectors is None:
-            return self.vectors.reconstruct(vids)
-        document_level = np.isin(vids, self.document_vectors.ids())
-        out = np.zeros((len(vids), self.vectors.dim), dtype=np.float32)
+            return self.vectors.reconstruct(ids)
+        document_level = np.isin(ids, self.document_vectors.ids())
+        out = np.zeros((len(ids), self.vectors.dim), dtype=np.float32)
         if document_level.any():
-            out[document_level] = self.document_vectors.reconstruct(vids[document_level])
+            out[document_level] = self.document_vectors.reconstruct(ids[document_level])
         if not document_level.all():
-            out[~document_level] = self.vectors.reconstruct(vids[~document_level])
+            out[~document_level] = self.vectors.reconstruct(ids[~document_level])
         return out
 
     def __len__(self) -> int:

@@ -55,7 +55,8 @@ class FaissIndex:
         return cls(index, config)
 
     def to_bytes(self) -> bytes:
-        return faiss.serialize_index(self.index).tobytes()
+        data: bytes = faiss.serialize_index(self.index).tobytes()
+        return data
 
     def shard_bytes(self) -> list[bytes]:
         """The saved form, one payload per file (one: this index is not sharded)."""
@@ -70,7 +71,8 @@ class FaissIndex:
         return int(self.index.d)
 
     def ids(self) -> np.ndarray:
-        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+        ids: np.ndarray = faiss.vector_to_array(self.index.id_map).astype(np.int64)
+        return ids
 
     def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         """Add vectors (training the index on them first if it needs training)."""
@@ -131,7 +133,8 @@ class FaissIndex:
         """Top-``k`` (scores, ids) per query; missing results have id -1."""
         index = self.searcher()
         k = max(1, min(k, self.ntotal)) if self.ntotal else 1
-        return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        scores, ids = index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        return scores, ids
 
     def searcher(self, device: int | None = None) -> faiss.Index:
         """The index searches run on: a GPU clone where faiss has GPU support and GPUs are visible

@@ -101,7 +101,8 @@ class ShardedFaissIndex:
                 searcher.add_shard(shard.searcher(device=number))
             self._search_index = searcher
         k = max(1, min(k, self.ntotal)) if self.ntotal else 1
-        return self._search_index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        scores, ids = self._search_index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        return scores, ids
 
 
 VectorIndex = FaissIndex | ShardedFaissIndex

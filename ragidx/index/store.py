@@ -146,7 +146,7 @@ class Store:
             return np.zeros(0, dtype=np.int64)
         self._apply()
         mask = pc.is_in(self._vectors["doc_id"], value_set=pa.array(sorted(doc_ids)))
-        vids = self._vectors.filter(mask)["vid"].to_numpy()
+        vids: np.ndarray = self._vectors.filter(mask)["vid"].to_numpy()
         self._removed |= doc_ids
         self._doc_rows = self._vid_rows = self._doc_vectors = None
         return vids
@@ -155,12 +155,12 @@ class Store:
     @property
     def n_documents(self) -> int:
         self._apply()
-        return self._documents.num_rows
+        return int(self._documents.num_rows)
 
     @property
     def n_vectors(self) -> int:
         self._apply()
-        return self._vectors.num_rows
+        return int(self._vectors.num_rows)
 
     def sha256(self, doc_id: str) -> str | None:
         row = self._doc_index().get(doc_id)
@@ -176,12 +176,14 @@ class Store:
 
     def vids(self) -> np.ndarray:
         self._apply()
-        return self._vectors["vid"].to_numpy()
+        vids: np.ndarray = self._vectors["vid"].to_numpy()
+        return vids
 
     def ordinals(self) -> np.ndarray:
         """The ordinal of every vector row, in row order (-1: a hybrid's document-level vector)."""
         self._apply()
-        return self._vectors["ordinal"].to_numpy()
+        ordinals: np.ndarray = self._vectors["ordinal"].to_numpy()
+        return ordinals
 
     def document_vids(self, doc_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(vector ids, ordinals) of one document's vectors, in row order (empty: unknown id)."""
@@ -198,11 +200,13 @@ class Store:
     def vector_doc_ids(self) -> list[str]:
         """The document of every vector row, in row order."""
         self._apply()
-        return self._vectors["doc_id"].to_pylist()
+        owners: list[str] = self._vectors["doc_id"].to_pylist()
+        return owners
 
     def doc_ids(self) -> list[str]:
         self._apply()
-        return self._documents["doc_id"].to_pylist()
+        doc_ids: list[str] = self._documents["doc_id"].to_pylist()
+        return doc_ids
 
     def content_hashes(self) -> dict[str, str]:
         """Document id → content sha256, for every document."""
@@ -214,7 +218,8 @@ class Store:
         """One small dict per document (no text): how each was embedded, in index order."""
         self._apply()
         columns = ["doc_id", "source", "n_tokens", "n_embedded", "embed_mode", "n_vectors"]
-        return self._documents.select(columns).to_pylist()
+        rows: list[dict[str, Any]] = self._documents.select(columns).to_pylist()
+        return rows
 
     def stats(self) -> dict[str, Any]:
         """Counts for the manifest: documents, vectors, tokens, and documents per embed mode."""

@@ -342,6 +342,8 @@ class _Run:
             return
         if vectors is None:
             vectors = done.vectors
+            if vectors is None:  # embed=True above: the stream always returns its vectors
+                raise RuntimeError(f"{item.source}: the streamed embedding returned no vectors")
             if self.staging:
                 self.staging.save({digest: vectors})
             faults.point("after-batch")

@@ -1,9 +1,9 @@
 """Distributed ingest on Ray Data: the embedding half of ``ragidx ingest`` spread over a Ray cluster.
 
-:func:`ingest_ray` lists the files on the driver (:func:`ragidx.read.documents.list_files`, no contents
+:func:`ingest_ray` lists the files on the driver (:func:`ragidx.read.walk.list_files`, no contents
 read), and Ray Data maps batches of them through :class:`EncoderActor`, a stateful class holding one
 encoder per actor (a GPU per actor with ``gpus_per_worker``, CPU otherwise). Each actor reads its
-files with :func:`ragidx.read.documents.read_documents` (the reader of a local ingest), drops documents
+files with :func:`ragidx.read.walk.read_documents` (the reader of a local ingest), drops documents
 whose content sha256 the index already holds for that id or a checkpoint already has, tokenizes,
 plans by the index's long-document policy and embeds windows from many documents together
 (:func:`ragidx.embed.documents.embed_plans`, batches of ``[ingest] batch_tokens``; streamed files through
@@ -45,7 +45,7 @@ from ragidx.index.store import Store
 from ragidx.ingestion.checkpoints import Staging
 from ragidx.ingestion.pipeline import IngestReport, Progress, check_paths, commit_files, open_for_ingest
 from ragidx.ingestion.streaming import content_sha256, embed_streamed
-from ragidx.read.documents import Document, Skipped, list_files, read_documents
+from ragidx.read.walk import Document, Skipped, list_files, read_documents
 
 FILES_PER_BATCH = 16
 
@@ -89,7 +89,8 @@ def ingest_ray(
             if not isinstance(item, Skipped)
         ]
         embed_started = time.perf_counter()
-        fresh, window_tokens = set(), 0
+        fresh: set[str] = set()
+        window_tokens = 0
         if files:
             if not ray.is_initialized():
                 local = {"include_dashboard": False} if address is None else {}  # joining: the cluster's
@@ -151,7 +152,8 @@ class EncoderActor:
         import ray
         import torch
 
-        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+        context: Any = ray.get_runtime_context()  # ray's RuntimeContext methods are unannotated
+        cpus = context.get_assigned_resources().get("CPU", 1.0)
         torch.set_num_threads(max(1, int(cpus)))
         manifest = Manifest.model_validate_json(manifest_json)
         model = EncoderConfig.model_validate_json(model_json)
@@ -206,7 +208,9 @@ class EncoderActor:
 
 
 def _rows(vectors: dict[str, np.ndarray], dim: int, window_tokens: int) -> dict[str, np.ndarray]:
-    digests, ordinals, counts = [], [], []
+    digests: list[str] = []
+    ordinals: list[int] = []
+    counts: list[int] = []
     for digest in sorted(vectors):
         n = len(vectors[digest])
         digests += [digest] * n

@@ -23,12 +23,14 @@ INSERT_SIZES = (0.05, 0.1, 0.2, 0.5, 1.0)
 REMOVE_SIZES = (0.05, 0.1, 0.2, 0.5)
 POSITIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
+AblationKind = Literal["insert", "remove"]
+
 
 @dataclass(frozen=True)
 class Ablation:
     """One altered text: what was done, where, and how many tokens it changed."""
 
-    kind: Literal["insert", "remove"]
+    kind: AblationKind
     size: float
     position: float
     text: str

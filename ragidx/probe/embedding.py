@@ -72,7 +72,9 @@ class ProbeEncoder:
         if len(tokens) <= n_tokens:
             return text
         if tokens.offsets is None:
-            return self.encoder.tokenizer.decode(tokens.ids[:n_tokens])
+            decoded = self.encoder.tokenizer.decode(tokens.ids[:n_tokens])
+            assert isinstance(decoded, str)  # one sequence of ids decodes to one string
+            return decoded
         return text[: tokens.offsets[n_tokens - 1][1]]
 
     def embed(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:

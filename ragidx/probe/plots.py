@@ -11,30 +11,34 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragidx.probe.report import CollapseResult, PositionResult
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-def _pyplot():  # imported lazily: matplotlib is needed only when figures are drawn
+# matplotlib is imported lazily, inside the functions: it is needed only when figures are drawn.
+
+
+def _grid(n: int, width: float = 3.6, height: float = 3.0) -> tuple[Figure, list[Axes]]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt
-
-
-def _grid(n: int, width: float = 3.6, height: float = 3.0):
-    plt = _pyplot()
     cols = min(n, 3)
     rows = -(-n // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    return plt, fig, list(axes.flat[:n])
+    return fig, list(axes.flat[:n])
 
 
-def _save(plt, fig, path: Path, title: str) -> None:
+def _save(fig: Figure, path: Path, title: str) -> None:
+    import matplotlib.pyplot as plt
+
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110, format="png")
@@ -44,7 +48,7 @@ def _save(plt, fig, path: Path, title: str) -> None:
 def ablation_plot(results: list[PositionResult], kind: str, path: Path, title: str) -> None:
     conditions = {r.strategy: (r.insertion if kind == "insert" else r.removal) for r in results}
     sizes = sorted({c.size for cs in conditions.values() for c in cs})
-    plt, fig, axes = _grid(len(sizes))
+    fig, axes = _grid(len(sizes))
     for ax, size in zip(axes, sizes, strict=True):
         for strategy, cs in conditions.items():
             points = sorted((c.position, c.mean) for c in cs if c.size == size)
@@ -54,12 +58,12 @@ def ablation_plot(results: list[PositionResult], kind: str, path: Path, title: s
         ax.set_ylabel("mean cosine(original, altered)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    _save(plt, fig, path, title)
+    _save(fig, path, title)
 
 
 def importance_plot(results: list[PositionResult], path: Path, title: str) -> None:
     shown = [r for r in results if r.importance is not None]
-    plt, fig, axes = _grid(max(len(shown), 1))
+    fig, axes = _grid(max(len(shown), 1))
     for ax, result in zip(axes, shown, strict=False):
         assert result.importance is not None
         for label, values in (
@@ -74,11 +78,11 @@ def importance_plot(results: list[PositionResult], path: Path, title: str) -> No
         ax.set_ylabel("relative weight (1 = average sentence)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    _save(plt, fig, path, title)
+    _save(fig, path, title)
 
 
 def collapse_plot(results: list[CollapseResult], path: Path, title: str) -> None:
-    plt, fig, axes = _grid(len(results))
+    fig, axes = _grid(len(results))
     for ax, result in zip(axes, results, strict=True):
         for row in result.taus:
             labels = [f"{b.lo}–{b.hi}" for b in row.buckets]
@@ -89,11 +93,11 @@ def collapse_plot(results: list[CollapseResult], path: Path, title: str) -> None
         ax.tick_params(axis="x", labelrotation=30)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    _save(plt, fig, path, title)
+    _save(fig, path, title)
 
 
 def repetition_plot(results: list[CollapseResult], words: tuple[str, str], path: Path, title: str) -> None:
-    plt, fig, axes = _grid(1, width=5.5, height=4.0)
+    fig, axes = _grid(1, width=5.5, height=4.0)
     ax = axes[0]
     for result in results:
         for row in result.taus:
@@ -105,4 +109,4 @@ def repetition_plot(results: list[CollapseResult], words: tuple[str, str], path:
     ax.set_ylabel(f"cosine({words[0]} × n, {words[1]} × n)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6)
-    _save(plt, fig, path, title)
+    _save(fig, path, title)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragidx.errors import InputError
-from ragidx.probe.ablation import INSERT_SIZES, POSITIONS, REMOVE_SIZES, ablations
+from ragidx.probe.ablation import INSERT_SIZES, POSITIONS, REMOVE_SIZES, AblationKind, ablations
 from ragidx.probe.embedding import ProbeEncoder
 from ragidx.probe.importance import (
     MIN_SENTENCES,
@@ -77,22 +77,23 @@ def probe_position(
     longest = max(len(encoder.tokens(t.text)) for t in texts)
     needle = filler(longest + 16, seed=settings.seed)
     needle_tokens = encoder.tokens(needle)
-    scores: dict[tuple[str, float, float], list[tuple[float, int]]] = {}
+    scores: dict[tuple[AblationKind, float, float], list[tuple[float, int]]] = {}
     fits: list[Fit] = []
     shuffled: list[Fit] = []
     for index, item in enumerate(texts):
-        for text, conditions in (
+        cuts: tuple[tuple[str, AblationKind], ...] = (
             (encoder.cut(item.text, base), "insert"),
             (encoder.cut(item.text, encoder.reach), "remove"),
-        ):
+        )
+        for text, which in cuts:
             tokens = encoder.tokens(text)
             altered = ablations(
                 text,
                 tokens,
                 needle,
                 needle_tokens,
-                settings.insert_sizes if conditions == "insert" else (),
-                settings.remove_sizes if conditions == "remove" else (),
+                settings.insert_sizes if which == "insert" else (),
+                settings.remove_sizes if which == "remove" else (),
                 settings.positions,
             )
             vectors = encoder.embed([text, *(a.text for a in altered)])
@@ -110,7 +111,7 @@ def probe_position(
             progress(1)
     conditions = [
         Condition(
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             size=size,
             position=position,
             n=len(values),
@@ -139,7 +140,7 @@ def drops(conditions: list[Condition]) -> list[Drop]:
     for kind, size in sorted({(c.kind, c.size) for c in conditions}):
         begin, end = by_key.get((kind, size, 0.0)), by_key.get((kind, size, 1.0))
         if begin is not None and end is not None:
-            out.append(Drop(kind=kind, size=size, begin=begin, end=end, drop=(end - begin) / end))  # type: ignore[arg-type]
+            out.append(Drop(kind=kind, size=size, begin=begin, end=end, drop=(end - begin) / end))
     return out
 
 

@@ -194,8 +194,8 @@ def _position_md(rows: list[PositionResult]) -> list[str]:
         ]
         for kind, conditions in (("insert", row.insertion), ("remove", row.removal)):
             for size in sorted({c.size for c in conditions}):
-                cells = [f"{c.mean:.3f} / {c.median:.3f}" for c in conditions if c.size == size]
-                lines.append(f"| {kind} (mean / median) | {size:g} | " + " | ".join(cells) + " |")
+                means = [f"{c.mean:.3f} / {c.median:.3f}" for c in conditions if c.size == size]
+                lines.append(f"| {kind} (mean / median) | {size:g} | " + " | ".join(means) + " |")
         if row.importance:
             imp = row.importance
             lines += [

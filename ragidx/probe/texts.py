@@ -1,7 +1,7 @@
 """The texts a probe reads: documents from a folder or JSONL, the generated filler, and sentences.
 
 * :func:`load_texts` — every document under a folder (``.txt .md .html .pdf``) or in a BEIR-style
-  JSONL file, through the ingestion loader (:func:`ragidx.read.documents.iter_documents`);
+  JSONL file, through the ingestion loader (:func:`ragidx.read.walk.iter_documents`);
   :func:`long_texts` keeps those of at least N model tokens (a long-context strategy needs texts
   longer than the window to have anything to extend);
 * :func:`filler` — the irrelevant "needle" of the insertion ablation: a Lorem-Ipsum-like text,
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragidx.errors import InputError
-from ragidx.read.documents import Document, iter_documents
+from ragidx.read.walk import Document, iter_documents
 
 _LOREM = (
     "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore "

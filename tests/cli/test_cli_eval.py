@@ -30,6 +30,7 @@ def evaluated(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return out
 
 
+@pytest.mark.slow
 def test_eval_writes_the_result_folder(evaluated: Path) -> None:
     assert {p.name for p in evaluated.iterdir()} == {"results.json", "results.md", "runs", "plots"}
     assert len(list((evaluated / "runs").glob("*.trec.gz"))) == 2
@@ -108,6 +109,7 @@ def test_bad_grid_file_names_the_file(line: str, message: str, tmp_path: Path) -
     assert len(result.output.strip().splitlines()) == 1, result.output
 
 
+@pytest.mark.slow
 def test_select_through_the_cli_and_a_grid_file(tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "sel"
     args = ["eval", "-t", "passkey", "-m", str(tiny_model), "--select", "chunk:16:0, truncate"]

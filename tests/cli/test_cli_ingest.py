@@ -127,14 +127,15 @@ def test_prune_and_strict_flags(tmp_path: Path, tiny_model: Path) -> None:
     assert "0 added, 0 updated, 1 unchanged, 1 removed, 1 skipped" in pruned.stdout
 
 
+@pytest.mark.slow
 def test_hostile_folder_warns_once_per_file_and_ingests_the_rest(
     tmp_path: Path, tiny_model: Path, monkeypatch
 ) -> None:
-    from ragidx import documents
     from ragidx.index.directory import Index
+    from ragidx.read import pdf
     from tests.hostile import hostile_folder
 
-    monkeypatch.setattr(documents, "PDF_PAGE_CONTENT_LIMIT", 1 << 20)
+    monkeypatch.setattr(pdf, "PDF_PAGE_CONTENT_LIMIT", 1 << 20)
     expected = hostile_folder(tmp_path / "docs")
     args = ["ingest", str(tmp_path / "docs"), "-i", str(tmp_path / "ix"), "-m", str(tiny_model)]
     strict = runner.invoke(app, [*args, "--strict"])

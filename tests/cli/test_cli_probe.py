@@ -27,6 +27,7 @@ def _probe(model: Path, *args: str) -> list[str]:
     return ["probe", *args, "--model", str(model), "--device", "cpu", "--max-tokens", "120"]
 
 
+@pytest.mark.slow
 def test_position_writes_results_plots_and_the_headline(
     tmp_path: Path, tiny_model: Path, texts: Path
 ) -> None:
@@ -112,6 +113,7 @@ def test_empty_folder_and_texts_too_short(tmp_path: Path, tiny_model: Path) -> N
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_min_tokens_picks_the_long_texts_before_the_limit(
     tmp_path: Path, tiny_model: Path, texts: Path
 ) -> None:

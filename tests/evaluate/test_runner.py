@@ -1,41 +1,24 @@
-"""End to end on a tiny random model: grid → records, runs, results.md, plots; cache and resume."""
+"""End to end on a tiny random model: grid → records, runs, results.md, plots; resume; selections."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ragidx.evaluate import runner
 from ragidx.evaluate.metrics import evaluate
 from ragidx.evaluate.report import EvalRecord, Hardware, Timing, read_results
-from ragidx.evaluate.runner import EvalGrid, run_grid, search
+from ragidx.evaluate.runner import run_grid
 from ragidx.evaluate.tasks import Task, TaskGroup, load_task
 from ragidx.search.trec import read_run_file
 from tests.conftest import write_qmsum
+from tests.evaluate.grids import tiny_grid
 
 
-def _grid(tiny_model: Path, tmp_path: Path, strategies: list[str], **extra) -> EvalGrid:
-    settings = {
-        "tasks": ["passkey"],
-        "lengths": [256],
-        "max_lengths": [256],
-        "out": str(tmp_path / "out"),
-        "cache_dir": str(tmp_path / "cache"),
-        **extra,
-    }
-    return EvalGrid(
-        models=[str(tiny_model)],
-        strategies=strategies,
-        device="cpu",
-        **settings,
-    )
-
-
+@pytest.mark.slow
 def test_grid_writes_records_runs_table_and_plots(tiny_model: Path, tiny_encoder, tmp_path: Path) -> None:
-    results = run_grid(_grid(tiny_model, tmp_path, ["truncate", "chunk", "extend:pi"]), command="test")
+    results = run_grid(tiny_grid(tiny_model, tmp_path, ["truncate", "chunk", "extend:pi"]), command="test")
     out = tmp_path / "out"
     assert [(r.strategy, r.max_length) for r in results.records] == [
         ("truncate", None),
@@ -59,162 +42,22 @@ def test_grid_writes_records_runs_table_and_plots(tiny_model: Path, tiny_encoder
     assert (out / "plots" / f"passkey__{tiny_model.name}.png").is_file()  # named by the model folder
 
 
-def test_dtype_is_recorded_and_keys_the_cache(tiny_model: Path, tmp_path: Path) -> None:
-    """bfloat16 vectors never serve a float32 run; float32 keeps the keys ``auto`` had on CPU."""
-    auto = run_grid(_grid(tiny_model, tmp_path, ["chunk"]), command="a").records[0]
-    assert auto.hardware.dtype == "float32"
-    same = _grid(tiny_model, tmp_path, ["chunk"], dtype="float32", out=str(tmp_path / "f32"))
-    assert run_grid(same, command="b").records[0].timing.docs_cached == 100
-    half = _grid(tiny_model, tmp_path, ["chunk"], dtype="bfloat16", out=str(tmp_path / "bf16"))
-    record = run_grid(half, command="c").records[0]
-    assert record.hardware.dtype == "bfloat16"
-    assert record.timing.docs_embedded == 100 and record.timing.queries_cached == 0
-    again = run_grid(half.model_copy(update={"force": True}), command="d").records[0]
-    assert again.timing.docs_cached == 100 and again.metrics == pytest.approx(record.metrics)
-
-
+@pytest.mark.slow
 def test_rerun_skips_done_records_and_reuses_cached_embeddings(tiny_model: Path, tmp_path: Path) -> None:
-    first = run_grid(_grid(tiny_model, tmp_path, ["chunk"]), command="a")
+    first = run_grid(tiny_grid(tiny_model, tmp_path, ["chunk"]), command="a")
     assert first.records[0].timing.docs_embedded == 100
-    added = run_grid(_grid(tiny_model, tmp_path, ["chunk", "pcw"]), command="b")
+    added = run_grid(tiny_grid(tiny_model, tmp_path, ["chunk", "pcw"]), command="b")
     assert [r.strategy for r in added.records] == ["chunk", "pcw"]
     assert added.records[0] == first.records[0]  # not recomputed
     assert added.commands == ["a", "b"]
-    forced = run_grid(_grid(tiny_model, tmp_path, ["chunk", "pcw"], force=True), command="c")
+    forced = run_grid(tiny_grid(tiny_model, tmp_path, ["chunk", "pcw"], force=True), command="c")
     for before, after in zip(added.records, forced.records, strict=True):
         assert after.timing.docs_embedded == 0 and after.timing.docs_cached == 100
         assert after.timing.queries_cached == 50
         assert after.metrics == pytest.approx(before.metrics)
 
 
-def test_strategies_share_the_windows_they_have_in_common(tiny_model: Path, tmp_path: Path) -> None:
-    """Plain windows are cached one by one: truncate's window is chunk's first, pcw embeds only the
-    windows chunk did not; and vectors put together from the cache equal a fresh run's."""
-    chunk = run_grid(_grid(tiny_model, tmp_path, ["chunk"]), command="a").records[0]
-    truncate, pcw = run_grid(_grid(tiny_model, tmp_path, ["chunk", "truncate", "pcw"]), command="b").records[
-        1:
-    ]
-    assert truncate.timing.docs_cached == 100 and truncate.timing.tokens_embedded == 0
-    fresh = _grid(tiny_model, tmp_path, ["pcw"], cache_dir=None, out=str(tmp_path / "fresh"))
-    alone = run_grid(fresh, command="c").records[0]
-    assert 0 < pcw.timing.tokens_embedded < alone.timing.tokens_embedded  # the shared windows are skipped
-    assert pcw.timing.docs_embedded == 100  # each document still had windows of its own to embed
-    assert pcw.metrics == pytest.approx(alone.metrics)
-    cached_run = read_run_file(tmp_path / "out" / pcw.run_file)
-    fresh_run = read_run_file(tmp_path / "fresh" / alone.run_file)
-    assert cached_run.keys() == fresh_run.keys()
-    for qid, hits in fresh_run.items():
-        assert cached_run[qid] == pytest.approx(hits, abs=1e-5)
-    assert chunk.timing.tokens_embedded > 0
-
-
-def test_documents_the_window_holds_share_vectors_across_extensions(tiny_model: Path, tmp_path: Path) -> None:
-    """An extension runs the unmodified model on inputs the window holds, so an ``extend`` strategy
-    takes those documents' vectors from truncate's cache; a longer document is embedded anew."""
-    data = write_qmsum(tmp_path / "data", 6)  # short meetings: every one fits the 64-token window
-    short = {"tasks": ["qmsum"], "data_dir": str(data)}
-    (truncate,) = run_grid(_grid(tiny_model, tmp_path, ["truncate"], **short), command="a").records
-    extended = _grid(tiny_model, tmp_path, ["extend:pi", "extend:gp"], **short)
-    pi, gp = run_grid(extended, command="b").records[1:]
-    for record in (pi, gp):
-        assert record.timing.docs_cached == 6 and record.timing.tokens_embedded == 0
-    fresh = _grid(tiny_model, tmp_path, ["extend:pi"], cache_dir=None, out=str(tmp_path / "fresh"), **short)
-    alone = run_grid(fresh, command="c").records[0]
-    assert alone.timing.docs_embedded == 6 and pi.metrics == pytest.approx(alone.metrics)
-    assert pi.metrics == pytest.approx(truncate.metrics)
-    run_grid(_grid(tiny_model, tmp_path, ["truncate"]), command="d")  # passkey 256: past the window
-    long = run_grid(_grid(tiny_model, tmp_path, ["extend:pi"]), command="e").records[-1]
-    assert long.task == "passkey" and long.strategy == "extend:pi"
-    assert long.timing.docs_embedded == 100 and long.timing.docs_cached == 0
-
-
-def test_an_explicit_original_length_keeps_a_window_its_own_key() -> None:
-    from ragidx.embed.config import ExtensionConfig
-
-    pi = ExtensionConfig(method="pi", target_length=256)
-    key = functools.partial(runner._window_key, "enc", span=(0, 50), window=62, sha="s")
-    assert key(pi) == key(ExtensionConfig())  # the window holds it: the unextended vector
-    assert key(pi) != key(ExtensionConfig(tau=0.8))  # τ acts on every input
-    assert key(pi.model_copy(update={"tau": 0.8})) == key(ExtensionConfig(tau=0.8))
-    assert key(pi.model_copy(update={"original_length": 32})) != key(ExtensionConfig())
-    longer = functools.partial(runner._window_key, "enc", span=(0, 200), window=62, sha="s")
-    assert longer(pi) != longer(ExtensionConfig())
-
-
-class _Interrupt:
-    def __init__(self) -> None:
-        self.batches = 0
-
-    def record(self, description: str, done: bool = False) -> None:
-        pass
-
-    def stage(self, description: str, total: int) -> None:
-        pass
-
-    def advance(self, amount: int) -> None:
-        self.batches += 1
-        if self.batches == 20:
-            raise KeyboardInterrupt
-
-
-def test_an_interrupted_run_resumes_from_the_flushed_embeddings(
-    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(runner, "FLUSH_TOKENS", 2000)
-    with pytest.raises(KeyboardInterrupt):
-        run_grid(_grid(tiny_model, tmp_path, ["pcw"]), _Interrupt(), command="x")
-    assert not (tmp_path / "out" / "results.json").exists() or not read_results(tmp_path / "out").records
-    resumed = run_grid(_grid(tiny_model, tmp_path, ["pcw"]), command="x").records[0]
-    assert 0 < resumed.timing.docs_cached < 100
-    assert resumed.timing.docs_cached + resumed.timing.docs_embedded == 100
-
-
-def test_search_scores_a_document_by_its_best_vector() -> None:
-    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, 0.6]], dtype=np.float32)
-    docs = runner._Embedded(["a", "b", "c"], vectors, np.array([0, 2, 3]))
-    ranked = search(np.array([[0.0, 1.0], [1.0, 0.0]], dtype=np.float32), docs, k=2)
-    assert [d for d, _ in ranked[0]] == ["a", "b"] and ranked[0][0][1] == pytest.approx(1.0)
-    assert [d for d, _ in ranked[1]] == ["a", "c"]
-
-
-def test_late_hybrid_and_budget_share_one_embedding_run(tiny_model: Path, tmp_path: Path) -> None:
-    """late:N embeds once; its hybrid, budget and tuned variants reuse the cached raw vectors, and
-    each records its vectors per document and index size."""
-    specs = ["late:32", "late:32+hybrid:rrf", "late:32+vectors:2", "late:32+hybrid:auto", "late:32+hybrid:1"]
-    results = run_grid(_grid(tiny_model, tmp_path, specs), command="late")
-    first, *rest = results.records
-    assert first.timing.docs_embedded == 100
-    assert all(r.timing.docs_embedded == 0 and r.timing.docs_cached == 100 for r in rest)
-    by = {r.strategy: r for r in results.records}
-    assert by["late:32+vectors:2"].parameters["vectors_per_doc"] == 2.0
-    late_vectors = by["late:32"].parameters["vectors_per_doc"]
-    assert late_vectors == pytest.approx(256 / 32, abs=1)
-    assert by["late:32+hybrid:rrf"].parameters["vectors_per_doc"] == pytest.approx(late_vectors + 1)
-    tuning = by["late:32+hybrid:auto"].parameters["hybrid_tuning"]["256"]
-    assert len(tuning["fold_weights"]) == 5 and 0 <= tuning["weight_on_all_queries"] <= 1
-    assert by["late:32"].groups[0].embed_modes == {"late": 100}
-    table = (tmp_path / "out" / "results.md").read_text()
-    assert "Quality vs index size" in table and "★" in table
-
-
-def test_hybrid_weight_one_and_zero_reproduce_document_and_chunk_rankings() -> None:
-    rng = np.random.default_rng(0)
-    chunks = rng.normal(size=(7, 4)).astype(np.float32)
-    documents = rng.normal(size=(3, 4)).astype(np.float32)
-    docs = runner._Embedded(["a", "b", "c"], chunks, np.array([0, 2, 5]), documents=documents)
-    queries = rng.normal(size=(5, 4)).astype(np.float32)
-    from ragidx.embed.config import HybridConfig
-
-    only_doc = search(queries, docs, hybrid=HybridConfig(fusion="weighted", weight=1.0))
-    only_chunk = search(queries, docs, hybrid=HybridConfig(fusion="weighted", weight=0.0))
-    plain = search(queries, docs)
-    doc_order = np.argsort(-(queries @ documents.T), axis=1, kind="stable")
-    assert [[d for d, _ in hits] for hits in only_doc] == [
-        [docs.doc_ids[j] for j in row] for row in doc_order
-    ]
-    assert [[d for d, _ in hits] for hits in only_chunk] == [[d for d, _ in hits] for hits in plain]
-
-
+@pytest.mark.slow
 def test_whole_document_real_task_plots_as_bars(tiny_model: Path, tmp_path: Path) -> None:
     """A real task run on whole documents (no max length) has no length axis: one bar per strategy,
     not a log-scaled line at length 0 (matplotlib warns about that one, and warnings fail here)."""
@@ -223,7 +66,7 @@ def test_whole_document_real_task_plots_as_bars(tiny_model: Path, tmp_path: Path
     from ragidx.evaluate.plots import write_plots
     from ragidx.evaluate.report import EvalResults
 
-    (record,) = run_grid(_grid(tiny_model, tmp_path, ["truncate"]), command="bars").records
+    (record,) = run_grid(tiny_grid(tiny_model, tmp_path, ["truncate"]), command="bars").records
     groups = [g.model_copy(update={"length": None}) for g in record.groups]
     real = [
         record.model_copy(update={"task": "qmsum", "strategy": spec, "groups": groups, "max_length": None})
@@ -235,23 +78,7 @@ def test_whole_document_real_task_plots_as_bars(tiny_model: Path, tmp_path: Path
     assert written[0].name.startswith("qmsum__") and all(p.stat().st_size > 0 for p in written)
 
 
-def test_best_n_scores_by_the_mean_of_the_best_vectors_and_reuses_the_embeddings(
-    tiny_model: Path, tmp_path: Path
-) -> None:
-    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, 0.6], [0.7, 0.7]], dtype=np.float32)
-    docs = runner._Embedded(["a", "b"], vectors, np.array([0, 2]))
-    ranked = search(np.array([[1.0, 0.0]], dtype=np.float32), docs, best=2)
-    # a: (1.0 + 0.0) / 2 = 0.5; b: its best two of 0.6, 0.8, 0.7 = 0.75; max-sim would rank a first
-    assert [d for d, _ in ranked[0]] == ["b", "a"]
-    assert [s for _, s in ranked[0]] == pytest.approx([0.75, 0.5])
-    assert [d for d, _ in search(np.array([[1.0, 0.0]], dtype=np.float32), docs)[0]] == ["a", "b"]
-    results = run_grid(_grid(tiny_model, tmp_path, ["chunk:32:0", "chunk:32:0+best:2"]), command="best")
-    plain, best = results.records
-    assert best.timing.docs_embedded == 0 and best.timing.docs_cached == 100
-    assert best.parameters["long_doc"]["best_chunks"] == 2
-    assert best.parameters["vectors_per_doc"] == plain.parameters["vectors_per_doc"]
-
-
+@pytest.mark.slow
 def test_a_selection_ranks_each_fold_by_the_candidate_chosen_on_the_others(
     tiny_model: Path, tiny_encoder, tmp_path: Path
 ) -> None:
@@ -259,7 +86,7 @@ def test_a_selection_ranks_each_fold_by_the_candidate_chosen_on_the_others(
 
     specs = ["chunk:16:0", "chunk:64:0", "truncate"]
     label = "select:chunk:16:0|chunk:64:0|truncate"
-    grid = _grid(tiny_model, tmp_path, [], selections=[specs], lengths=[256, 512], max_lengths=[512])
+    grid = tiny_grid(tiny_model, tmp_path, [], selections=[specs], lengths=[256, 512], max_lengths=[512])
     results = run_grid(grid, command="select")
     by = {r.strategy: r for r in results.records}
     assert list(by) == [*specs, label]
@@ -294,14 +121,6 @@ def test_a_selection_ranks_each_fold_by_the_candidate_chosen_on_the_others(
     again = run_grid(grid, command="select")
     assert [r.created for r in again.records] == [r.created for r in results.records]  # resumed, not redone
     assert label.replace("|", "\\|") in (out / "results.md").read_text()  # escaped in the tables
-
-
-def test_runs_at_other_lengths_keep_their_own_run_files(tiny_model: Path, tmp_path: Path) -> None:
-    first = run_grid(_grid(tiny_model, tmp_path, ["chunk"], lengths=[256]), command="a")
-    second = run_grid(_grid(tiny_model, tmp_path, ["chunk"], lengths=[512]), command="b")
-    files = [r.run_file for r in second.records]
-    assert files == [first.records[0].run_file, files[1]] and files[0] != files[1]
-    assert all((tmp_path / "out" / f).is_file() for f in files)
 
 
 def _candidate(spec: str, run_file: str, vectors: float, whole: bool) -> EvalRecord:
@@ -438,56 +257,10 @@ def test_a_selection_needs_every_query_in_each_candidates_run(tmp_path: Path) ->
         select_one(task, "select:chunk|pcw", None, candidates, tmp_path)
 
 
-def test_run_file_names_carry_the_lengths_and_stay_short_enough(tmp_path: Path) -> None:
-    from ragidx.evaluate.runner import MAX_STEM, run_file
-
-    def group(n: int | None) -> TaskGroup:
-        return TaskGroup(str(n), {}, {}, {}, n)
-
-    synthetic = Task("passkey", "synthetic", [group(256), group(512), group(1024)], "x")
-    real = Task("qmsum", "real", [group(None)], "x")
-    path = run_file(tmp_path, synthetic, "chunk:256:0", None, "default")
-    assert path == tmp_path / "runs/passkey__chunk-256-0__window__default__256-512-1024.trec.gz"
-    assert run_file(tmp_path, real, "chunk:256:0", 4096, "default").name == (
-        "qmsum__chunk-256-0__4096__default.trec.gz"  # one group: the name it always had
-    )
-    specs = [f"late:{n}:0+extend:pi+hybrid:auto" for n in (64, 128, 256, 512, 1024, 2048, 4096, 8192)]
-    long = [
-        run_file(tmp_path, synthetic, "select:" + "|".join(specs[:k]), 4096, "~/models/" + "m" * 60)
-        for k in (7, 8)
-    ]
-    assert all(len(p.name.encode()) <= MAX_STEM + len(".trec.gz") for p in long)
-    assert long[0] != long[1] and long[0].name.startswith("passkey__select-late-64-0")
-    for path in long:  # a file system takes the name (and the temporary one beside it)
-        path.with_name(f".{path.name}.tmp").write_text("x")
-        path.write_text("x")
-
-
-def test_grid_selections_drop_repeated_candidates_and_refuse_fewer_than_two(tmp_path: Path) -> None:
-    from ragidx.errors import ConfigError
-
-    settings = {"tasks": ["passkey"], "out": str(tmp_path), "strategies": []}
-    grid = EvalGrid(**settings, selections=[["chunk:256:0", "pcw", "chunk:256:0"], ["pcw", "truncate"]])
-    assert grid.selections == [["chunk:256:0", "pcw"], ["pcw", "truncate"]]
-    with pytest.raises(ConfigError, match="select pcw,pcw: give at least two different strategies"):
-        EvalGrid(**settings, selections=[["pcw", "pcw"]])
-    with pytest.raises(ConfigError, match="strategy chunk:x"):
-        EvalGrid(**settings, selections=[["pcw", "chunk:x"]])
-
-
-@pytest.mark.parametrize("grid", sorted((Path(__file__).resolve().parents[2] / "pipelines").glob("*.toml")))
-def test_shipped_pipeline_grids_are_valid(grid: Path) -> None:
-    """Every grid in pipelines/ loads: known keys, strategies that parse, at least one task."""
-    import tomllib
-
-    loaded = EvalGrid(**tomllib.loads(grid.read_text(encoding="utf-8")))
-    assert loaded.tasks and loaded.strategies and loaded.out.startswith("results/")
-
-
 def test_a_sampled_real_task_is_its_own_task(tiny_model: Path, tmp_path: Path) -> None:
     """--sample N: N documents with the queries judged on them, recorded as qmsum[N] and titled so."""
     data = write_qmsum(tmp_path / "data", 6)
-    grid = _grid(tiny_model, tmp_path, ["chunk"], tasks=["qmsum"], sample=4, data_dir=str(data))
+    grid = tiny_grid(tiny_model, tmp_path, ["chunk"], tasks=["qmsum"], sample=4, data_dir=str(data))
     (record,) = run_grid(grid, command="sample").records
     assert record.task == "qmsum[4]" and "sample of 4 of 6 documents" in record.task_source
     assert record.groups[0].n_docs == 4 and record.groups[0].n_queries >= 8

@@ -16,7 +16,7 @@ from ragidx.errors import IndexFormatError, ModelError
 from ragidx.index.directory import Index
 from ragidx.index.manifest import MANIFEST_NAME
 from ragidx.ingestion.pipeline import ingest
-from ragidx.read.documents import Document
+from ragidx.read.document import Document
 
 
 @pytest.fixture()
@@ -95,7 +95,7 @@ def test_create_refuses_an_existing_index(built: Path, tiny_encoder: Encoder) ->
 
 def test_in_memory_index_get_remove_and_commit_elsewhere(tmp_path: Path, tiny_encoder: Encoder) -> None:
     from ragidx.ingestion.pipeline import add_documents
-    from ragidx.read.documents import Document
+    from ragidx.read.document import Document
 
     index = Index.create(None, tiny_encoder)
     assert index.name == "in-memory index"
@@ -134,7 +134,7 @@ def test_an_index_loads_and_searches_with_pickle_disabled(
 
 def test_commit_refuses_a_generation_it_has_not_seen(built: Path, tiny_model: Path) -> None:
     from ragidx.ingestion.pipeline import add_documents
-    from ragidx.read.documents import Document
+    from ragidx.read.document import Document
 
     first, second = Index.open(built), Index.open(built)
     add_documents(first, [Document("new-1", "delta harbor light", "")])

@@ -13,7 +13,7 @@ from ragidx.embed.documents import plan_tokens
 from ragidx.errors import ConfigError, InputError, ModelError
 from ragidx.index.directory import Index
 from ragidx.ingestion.pipeline import add_documents, add_embedded, ingest
-from ragidx.read.documents import Document
+from ragidx.read.document import Document
 from tests.conftest import HYBRID_LONG_DOC, TINY_WINDOW, long_text, tiny_config
 
 

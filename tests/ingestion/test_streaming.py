@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragidx import documents
 from ragidx.errors import InputError
 from ragidx.index.directory import Index
 from ragidx.ingestion.pipeline import ingest
+from ragidx.read import walk as documents
 from tests.conftest import long_text, tiny_config
 
 
@@ -23,6 +23,7 @@ def _vectors(directory: Path) -> tuple[list[dict], list[tuple], np.ndarray]:
     return index.store.summaries(), spans, np.stack([index.vectors.index.reconstruct(int(v)) for v in vids])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "long_doc",
     [

@@ -19,6 +19,7 @@ import inspect
 from collections.abc import Iterator
 
 import torch
+from transformers import PreTrainedModel
 
 from ragidx.embed.config import ExtensionConfig
 from ragidx.embed.extension.ape import ApePositions, has_position_table
@@ -51,7 +52,7 @@ class Extension:
         needs_attention = config.method == "selfextend" or config.attention_scaling or config.uses_tau
         if needs_attention and (config.method != "none" or config.uses_tau):
             try:
-                model.set_attn_implementation(ATTN_IMPLEMENTATION)
+                _set_attn_implementation(model, ATTN_IMPLEMENTATION)
             except (ValueError, AttributeError) as exc:
                 raise ModelError(
                     f"{type(model).__name__} does not use transformers' attention interface, which "
@@ -97,3 +98,11 @@ class Extension:
         )
         with self.positions.applied(), attention_plan(plan):
             yield kwargs
+
+
+def _set_attn_implementation(model: torch.nn.Module, name: str) -> None:
+    """``model.set_attn_implementation(name)``: only transformers' models have it (``AttributeError``
+    otherwise, as the plain attribute access raised)."""
+    if not isinstance(model, PreTrainedModel):
+        raise AttributeError(f"{type(model).__name__} has no set_attn_implementation")
+    model.set_attn_implementation(name)

@@ -14,7 +14,7 @@ extended input runs; the weights on disk are never touched.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -22,6 +22,22 @@ import torch
 def has_position_table(model: torch.nn.Module) -> bool:
     embeddings = getattr(model, "embeddings", None)
     return isinstance(getattr(embeddings, "position_embeddings", None), torch.nn.Embedding)
+
+
+def position_table(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Embedding]:
+    """``model.embeddings`` and its learned table ``position_embeddings`` (see
+    :func:`has_position_table`)."""
+    embeddings = getattr(model, "embeddings", None)
+    table = getattr(embeddings, "position_embeddings", None)
+    if not isinstance(embeddings, torch.nn.Module) or not isinstance(table, torch.nn.Embedding):
+        raise ValueError(
+            f"{type(model).__name__} has no learned position table (embeddings.position_embeddings)"
+        )
+    return embeddings, table
+
+
+# torch leaves Embedding.from_pretrained unannotated; it returns an Embedding
+_frozen_embedding: Callable[..., torch.nn.Embedding] = torch.nn.Embedding.from_pretrained
 
 
 def interpolated_table(table: torch.Tensor, scale: int) -> torch.Tensor:
@@ -58,14 +74,13 @@ class ApePositions:
         self.original_length = original_length
         self.scale = scale
         self.offset = offset
-        self.embeddings = model.embeddings
-        self.original = model.embeddings.position_embeddings
+        self.embeddings, self.original = position_table(model)
         self.extended: torch.nn.Embedding | None = None
         if method == "pi":
             weight = self.original.weight.detach()
             content = weight[offset : offset + original_length]
             table = torch.cat([weight[:offset], interpolated_table(content, scale)])
-            self.extended = torch.nn.Embedding.from_pretrained(table, freeze=True).to(weight.device)
+            self.extended = _frozen_embedding(table, freeze=True).to(weight.device)
 
     def position_ids(self, length: int, device: torch.device) -> torch.Tensor:
         ids = position_ids(self.method, length, self.original_length, self.scale) + self.offset

@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers import AttentionInterface
@@ -133,7 +134,9 @@ def merge(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     weights = torch.exp(lses - top)  # exp(-inf) = 0 for empty parts
     total = weights.sum(dim=0).clamp(min=1e-30)
-    out = sum(w.unsqueeze(-1) * o.float() for w, (o, _) in zip(weights, parts, strict=True))
+    out = weights[0].unsqueeze(-1) * parts[0][0].float()
+    for w, (o, _) in zip(weights[1:], parts[1:], strict=True):
+        out = out + w.unsqueeze(-1) * o.float()
     return (out / total.unsqueeze(-1)).to(parts[0][0].dtype)
 
 
@@ -323,7 +326,7 @@ def _ragidx_attention(
     dropout: float = 0.0,
     scaling: float | None = None,
     is_causal: bool | None = None,
-    **kwargs: object,
+    **kwargs: Any,  # per-architecture extras, passed on unchanged to transformers' (untyped) **kwargs
 ) -> tuple[torch.Tensor, None]:
     plan = _PLAN.get()
     if plan is None:
@@ -348,7 +351,7 @@ def _ragidx_attention(
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))
     padding, full_mask = _keep_masks(attention_mask)
-    window = getattr(module, "sliding_window", None) or kwargs.get("sliding_window")  # Mistral: a kwarg
+    window: int | None = getattr(module, "sliding_window", None) or kwargs.get("sliding_window")  # Mistral
     factor = plan.row_factor(query.device, length_scaling=not window)  # a sliding window never grows
     if factor is not None:
         query = query * factor.to(query.dtype).view(-1, 1, 1, 1)
@@ -387,8 +390,9 @@ def _keep_masks(mask: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.T
     return None, keep
 
 
-def _ragidx_mask(*args: object, **kwargs: object) -> torch.Tensor | None:
-    """Under a plan: a compact (B, 1, 1, L) key-padding mask (or None), never an L×L one."""
+def _ragidx_mask(*args: Any, **kwargs: Any) -> torch.Tensor | None:
+    """Under a plan: a compact (B, 1, 1, L) key-padding mask (or None), never an L×L one. Takes
+    whatever a mask function is called with, passed on unchanged to ``sdpa_mask``."""
     if _PLAN.get() is None:
         return sdpa_mask(*args, **kwargs)
     attention_mask = kwargs.get("attention_mask")

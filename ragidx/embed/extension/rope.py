@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -90,10 +91,11 @@ class RopePositions:
         return torch.arange(length, device=device).unsqueeze(0)
 
     def _group_positions(
-        self, module: torch.nn.Module, args: tuple, kwargs: dict
-    ) -> tuple[tuple, dict] | None:
+        self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         """Forward pre-hook of a rotary module, ``forward(x, position_ids[, layer_type])``: GP's
-        ``floor(m / s)`` for extended layer types (every call when the model has one frequency set)."""
+        ``floor(m / s)`` for extended layer types (every call when the model has one frequency set).
+        ``args`` / ``kwargs`` are the rotary module's arguments, typed as torch types a hook's."""
         layer_type = kwargs.get("layer_type", args[2] if len(args) > 2 else None)
         if layer_type not in self.extended_types:
             return None

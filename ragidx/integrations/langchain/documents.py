@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 
 from ragidx.errors import InputError
 from ragidx.index.store import DocumentRecord
-from ragidx.read.documents import Document as RagidxDocument
+from ragidx.read.document import Document as RagidxDocument
 
 MetadataFilter = dict[str, Any] | Callable[[Document], bool]
 

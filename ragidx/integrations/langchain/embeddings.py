@@ -109,7 +109,8 @@ class RagidxEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """The query vector (query prompt applied; a query longer than the window is cut to it)."""
         vectors, _ = self.encoder.embed([text], role="query")
-        return vectors[0].tolist()
+        values: list[float] = vectors[0].tolist()
+        return values
 
     def __repr__(self) -> str:
         return f"RagidxEmbeddings(model={self.model_name!r}, policy={self.long_doc.policy!r})"

@@ -262,7 +262,8 @@ class RagidxVectorStore(VectorStore):
         assert self._index is not None
         if self._native:
             vectors, _ = self._index.encoder.embed([query], role="query")
-            return vectors[0]
+            vector: np.ndarray = vectors[0]
+            return vector
         assert self._embedding is not None
         return np.asarray(self._embedding.embed_query(query), dtype=np.float32)
 

@@ -1,0 +1,82 @@
+"""What the read stage produces: :class:`Document` (one retrievable unit of text) and
+:class:`Skipped` (a file, or a JSONL line, that gave no document, and why).
+
+It also holds what every reader shares: the file types read (:data:`SUPPORTED_SUFFIXES`), the
+streaming limits (:data:`STREAM_BYTES`, :data:`STREAM_BLOCK`, :data:`HEAD_CHARS`) and the wording of
+common skip reasons. It imports no parser or charset detector: :mod:`ragidx.config` reads
+:data:`STREAM_BYTES` from here, and ``ragidx --help`` must start fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "EMPTY_REASON",
+    "HEAD_CHARS",
+    "STREAM_BLOCK",
+    "STREAM_BYTES",
+    "SUPPORTED_SUFFIXES",
+    "Document",
+    "Skipped",
+    "os_reason",
+]
+
+SUPPORTED_SUFFIXES: tuple[str, ...] = (
+    ".txt",
+    ".md",
+    ".markdown",
+    ".html",
+    ".htm",
+    ".pdf",
+    ".jsonl",
+)
+
+EMPTY_REASON = "empty document (no text after extraction)"
+STREAM_BYTES = 32 << 20  # text files larger than this are streamed, HTML parsed without a tree
+STREAM_BLOCK = 1 << 20  # bytes read at a time from a streamed file
+HEAD_CHARS = 65536  # characters of a streamed file kept in Document.text (titles, snippets)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One retrievable unit of text.
+
+    ``doc_id`` is the path relative to the ingest root in POSIX form (a file given directly: its
+    file name; a JSONL record: its ``_id``/``id``). ``source`` is the file's absolute path.
+    ``metadata`` holds JSON-serialisable values only; ``metadata["warning"]``, when present, says
+    what was repaired (e.g. invalid bytes replaced). Streamed files have ``metadata["streamed"]``.
+    """
+
+    doc_id: str
+    text: str
+    source: str
+    title: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # A streamed file: ``text`` is its first HEAD_CHARS characters and this yields all of it.
+    stream: Callable[[], Iterator[str]] | None = field(default=None, repr=False, compare=False)
+
+    def pieces(self) -> Iterator[str]:
+        """The whole text, in order: ``text`` itself, or a streamed file's decoded blocks."""
+        if self.stream is None:
+            yield self.text
+        else:
+            yield from self.stream()
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file (or ``path:LINE`` of a JSONL file) that produced no document, and why."""
+
+    source: str
+    reason: str
+
+
+def os_reason(exc: OSError) -> str:
+    """Why a file or folder could not be read, in a few words (with a hint for permissions)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if isinstance(exc, PermissionError):
+        reason += " (check the file's permissions)"
+    return reason

@@ -1,0 +1,66 @@
+"""Tests for ragidx.read.jsonl: BEIR-style JSONL corpora."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ragidx.read.document import Document
+from ragidx.read.walk import iter_documents, read_file
+from tests.read.files import documents_of, skips_of, touch
+
+
+def test_jsonl_records_and_bad_lines(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"_id": "d1", "title": "First", "text": "first body", "lang": "en"}),
+        json.dumps({"id": 7, "text": "numeric id"}),
+        "",
+        "{not json",
+        json.dumps({"_id": "d3"}),
+        json.dumps({"_id": "d4", "text": 42}),
+        json.dumps({"title": "no id", "text": "x"}),
+        json.dumps({"_id": "d1", "text": "duplicate"}),
+        json.dumps({"_id": "d5", "text": "last good", "extra": {"k": [1, 2]}}),
+    ]
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    items = list(iter_documents(path))
+    source = str(path.resolve())
+    kinds = [(type(i).__name__, i.doc_id if isinstance(i, Document) else i.source) for i in items]
+    assert kinds == [
+        ("Document", "d1"),
+        ("Document", "7"),
+        ("Skipped", f"{source}:4"),
+        ("Skipped", f"{source}:5"),
+        ("Skipped", f"{source}:6"),
+        ("Skipped", f"{source}:7"),
+        ("Skipped", f"{source}:8"),
+        ("Document", "d5"),
+    ]
+    d1, d7, d5 = documents_of(items)
+    assert d1.text == "First first body"
+    assert d1.title == "First"
+    assert d1.source == source
+    assert d1.metadata == {"lang": "en", "format": "jsonl", "line": 1}
+    assert d7.title is None
+    assert d7.text == "numeric id"
+    assert d7.metadata["line"] == 2
+    assert d5.metadata == {"extra": {"k": [1, 2]}, "format": "jsonl", "line": 9}
+    reasons = [s.reason for s in skips_of(items)]
+    assert "invalid JSON" in reasons[0]
+    assert "text" in reasons[1]
+    assert "text" in reasons[2]
+    assert "string" in reasons[2]
+    assert "id" in reasons[3]
+    assert "duplicate" in reasons[4]
+    assert "d1" in reasons[4]
+    # read_file gives the good documents only
+    result = read_file(path, "ignored")
+    assert isinstance(result, list)
+    assert [d.doc_id for d in result] == ["d1", "7", "d5"]
+    assert all(isinstance(d, Document) for d in result)
+
+
+def test_jsonl_in_folder_keeps_record_ids(tmp_path: Path) -> None:
+    touch(tmp_path, "data/c.jsonl", json.dumps({"_id": "x", "text": "t"}) + "\n")
+    assert [d.doc_id for d in documents_of(list(iter_documents(tmp_path)))] == ["x"]
