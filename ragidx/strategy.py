@@ -221,12 +221,12 @@ def _combine(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any
 
 def _hybrid(spec: str, arg: str) -> dict[str, Any]:
     try:
-        return fusion(arg)
+        return parse_fusion(arg)
     except ValueError as exc:
         raise ConfigError(f"strategy {spec}: {exc}") from None
 
 
-def fusion(arg: str) -> dict[str, Any]:
+def parse_fusion(arg: str) -> dict[str, Any]:
     """A hybrid fusion as :class:`Strategy` fields: ``rrf``, ``auto``, or a weight w in [0, 1]
     (``weighted``); a ValueError saying what is allowed otherwise (also ``ragidx ingest/query
     --hybrid``)."""

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragidx.errors import ConfigError
-from ragidx.strategy import fusion
+from ragidx.strategy import parse_fusion
 
 DEFAULT_INDEX = os.environ.get("RAGIDX_INDEX", ".ragidx/index")
 
@@ -63,7 +63,7 @@ def hybrid_fields(value: str) -> dict[str, Any]:
     """``--hybrid rrf|<w>`` as :class:`~ragidx.embed.config.HybridConfig` fields (a one-line
     :class:`ConfigError` for anything else, ``auto`` included: it is tuned by ``ragidx eval``)."""
     try:
-        parsed = fusion(value)
+        parsed = parse_fusion(value)
     except ValueError:
         raise ConfigError(
             f"--hybrid {value}: use rrf or a weight w in [0, 1] (w · document cosine + (1 − w) · best "

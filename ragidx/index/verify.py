@@ -4,7 +4,7 @@ Opening an index already checks each file's size and sha256 against the manifest
 ids equal the store's vector ids; :func:`verify` does that without raising, and goes further: every
 document's vector count equals its rows in the vector table, every row belongs to a document,
 vector ids are unique and below the manifest's next id, and the manifest's counts match the store.
-It also notes (without failing) what a writer left behind: a lock, a staging area an interrupted
+It also notes (without failing) what a writer left behind: a lock, the checkpoints an interrupted
 ingest can resume from, temp files or files of other generations.
 """
 

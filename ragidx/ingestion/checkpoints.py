@@ -6,7 +6,7 @@ already averaged) of every document a batch embedded, keyed by the document's co
 long-document policy and extension, see :meth:`ragidx.index.manifest.Manifest.embedding_fingerprint`),
 so vectors are only ever reused under the settings that made them. Each batch file is written
 atomically after its batch, so a killed ingest restarts with every finished batch available and
-embeds only the rest; the staging area is removed after a successful commit. Files are Parquet
+embeds only the rest; the checkpoint folder is removed after a successful commit. Files are Parquet
 (sha256, ordinal, float32 vector): no pickle. Unreadable batch files (a crash cannot make one, a
 damaged disk can) are dropped and their documents embedded again.
 """
@@ -26,7 +26,7 @@ from ragidx.index.directory import STAGING_NAME
 from ragidx.index.manifest import write_atomic
 
 
-class Staging:
+class Checkpoints:
     """The checkpoint folder of one index under one embedding fingerprint."""
 
     def __init__(self, directory: str | Path, fingerprint: str, dim: int):

@@ -40,7 +40,7 @@ from ragidx.index.directory import Index
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import now
 from ragidx.index.store import DocumentRecord, VectorRecord
-from ragidx.ingestion.checkpoints import Staging
+from ragidx.ingestion.checkpoints import Checkpoints
 from ragidx.ingestion.streaming import StreamedEmbedding, content_sha256, embed_streamed
 from ragidx.read.walk import Document, Skipped, iter_documents
 
@@ -207,8 +207,8 @@ def commit_files(
     if changed:
         faults.point("before-commit")
         index.commit()
-    if run.staging:
-        run.staging.clear()
+    if run.checkpoints:
+        run.checkpoints.clear()
     return report
 
 
@@ -279,10 +279,11 @@ class _Run:
         self.progress = progress
         self.report = report
         manifest = index.manifest
-        self.staging = None
+        self.checkpoints = None
         if checkpoints and index.directory is not None:
-            self.staging = Staging(index.directory, manifest.embedding_fingerprint(), manifest.encoder.dim)
-        self.checkpointed = self.staging.load() if self.staging else {}
+            fingerprint = manifest.embedding_fingerprint()
+            self.checkpoints = Checkpoints(index.directory, fingerprint, manifest.encoder.dim)
+        self.checkpointed = self.checkpoints.load() if self.checkpoints else {}
         self.pending: list[_Planned] = []
         self.planned_tokens = 0
         self.seen: dict[str, str] = {}
@@ -344,8 +345,8 @@ class _Run:
             vectors = done.vectors
             if vectors is None:  # embed=True above: the stream always returns its vectors
                 raise RuntimeError(f"{item.source}: the streamed embedding returned no vectors")
-            if self.staging:
-                self.staging.save({digest: vectors})
+            if self.checkpoints:
+                self.checkpoints.save({digest: vectors})
             faults.point("after-batch")
         else:
             self.report.resumed += digest not in self.fresh
@@ -371,8 +372,8 @@ class _Run:
             reused = [p for p in self.pending if p.vectors is not None and p.sha256 not in self.fresh]
             self.report.resumed += len(reused)
             embedded = _embed(self.pending, self.encoder, self.report, self.progress)
-            if self.staging:
-                self.staging.save(embedded)
+            if self.checkpoints:
+                self.checkpoints.save(embedded)
             if embedded:
                 faults.point("after-batch")
             for item in self.pending:

@@ -42,7 +42,7 @@ from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import Manifest
 from ragidx.index.store import Store
-from ragidx.ingestion.checkpoints import Staging
+from ragidx.ingestion.checkpoints import Checkpoints
 from ragidx.ingestion.pipeline import IngestReport, Progress, check_paths, commit_files, open_for_ingest
 from ragidx.ingestion.streaming import content_sha256, embed_streamed
 from ragidx.read.walk import Document, Skipped, list_files, read_documents
@@ -79,8 +79,8 @@ def ingest_ray(
     with WriterLock(directory):
         index = open_for_ingest(directory, config)
         manifest = index.manifest
-        staging = Staging(directory, manifest.embedding_fingerprint(), manifest.encoder.dim)
-        staged = set(staging.load())
+        checkpoints = Checkpoints(directory, manifest.embedding_fingerprint(), manifest.encoder.dim)
+        staged = set(checkpoints.load())
         known = index.store.content_hashes()
         files = [
             {"path": str(item[0]), "doc_id": item[1]}
@@ -116,7 +116,7 @@ def ingest_ray(
             try:
                 for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
                     vectors = _complete_documents(batch, partial)
-                    staging.save(vectors)
+                    checkpoints.save(vectors)
                     fresh.update(vectors)
                     window_tokens += int(batch["window_tokens"].sum())
             except ray.exceptions.RayError as exc:
