@@ -38,6 +38,7 @@ def test_eval_writes_the_result_folder(evaluated: Path) -> None:
     assert {r["hardware"]["dtype"] for r in records} == {"float32"}  # --dtype auto on the CPU
 
 
+@pytest.mark.slow
 def test_compare_shows_folders_and_the_paper_rows(evaluated: Path) -> None:
     result = runner.invoke(app, ["eval", "compare", str(evaluated), "--json"])
     assert result.exit_code == 0, result.output
@@ -48,6 +49,7 @@ def test_compare_shows_folders_and_the_paper_rows(evaluated: Path) -> None:
     assert "extend:pi @256" in table.stdout and "[paper]" not in table.stdout
 
 
+@pytest.mark.slow
 def test_grid_file_resumes_the_same_folder(evaluated: Path, tiny_model: Path, tmp_path: Path) -> None:
     grid = tmp_path / "grid.toml"
     grid.write_text(

@@ -58,6 +58,7 @@ def test_position_writes_results_plots_and_the_headline(
     assert len(list(cache.glob("part-*.parquet"))) == parts  # everything came from the cache
 
 
+@pytest.mark.slow
 def test_collapse_sweeps_tau(tmp_path: Path, tiny_model: Path, texts: Path) -> None:
     out = tmp_path / "out"
     args = _probe(tiny_model, "collapse", "--texts", str(texts), "--out", str(out))

@@ -57,7 +57,6 @@ def test_rerun_skips_done_records_and_reuses_cached_embeddings(tiny_model: Path,
         assert after.metrics == pytest.approx(before.metrics)
 
 
-@pytest.mark.slow
 def test_whole_document_real_task_plots_as_bars(tiny_model: Path, tmp_path: Path) -> None:
     """A real task run on whole documents (no max length) has no length axis: one bar per strategy,
     not a log-scaled line at length 0 (matplotlib warns about that one, and warnings fail here)."""

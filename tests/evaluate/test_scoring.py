@@ -40,7 +40,6 @@ def test_hybrid_weight_one_and_zero_reproduce_document_and_chunk_rankings() -> N
     assert [[d for d, _ in hits] for hits in only_chunk] == [[d for d, _ in hits] for hits in plain]
 
 
-@pytest.mark.slow
 def test_best_n_scores_by_the_mean_of_the_best_vectors_and_reuses_the_embeddings(
     tiny_model: Path, tmp_path: Path
 ) -> None:

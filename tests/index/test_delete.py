@@ -13,7 +13,6 @@ from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
 
 
-@pytest.mark.slow
 def test_delete_by_id_and_glob(tmp_path: Path, tiny_model: Path) -> None:
     docs = write_docs(tmp_path / "docs", 5)
     ingest(docs, tmp_path / "ix", tiny_config(tiny_model))

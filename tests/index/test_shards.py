@@ -22,7 +22,6 @@ from tests.index.test_faiss_index import _unit
 runner = CliRunner()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("factory", "params"), [("Flat", ""), ("IVF8,Flat", "nprobe=3"), ("IVF8,PQ4x4", "nprobe=8")]
 )
@@ -46,7 +45,6 @@ def test_shards_search_like_one_index(factory: str, params: str) -> None:
     np.testing.assert_allclose(sharded.reconstruct(some), one.reconstruct(some), atol=1e-6)
 
 
-@pytest.mark.slow
 def test_sharded_index_directory_answers_like_the_unsharded_one(tmp_path: Path, tiny_model: Path) -> None:
     docs = write_docs(tmp_path / "docs", 12)
     (docs / "long.md").write_text(long_text(400, seed=5))

@@ -23,7 +23,6 @@ def _vectors(directory: Path) -> tuple[list[dict], list[tuple], np.ndarray]:
     return index.store.summaries(), spans, np.stack([index.vectors.index.reconstruct(int(v)) for v in vids])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "long_doc",
     [

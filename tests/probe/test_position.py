@@ -19,6 +19,7 @@ def encoder(tiny_model):
     return ProbeEncoder(parse("pcw"), EncoderConfig(model=str(tiny_model), device="cpu"), 160)
 
 
+@pytest.mark.slow
 def test_probe_covers_every_condition_and_regresses_both_orders(encoder):
     texts = [Text(f"t{i}", long_text(200, seed=i)) for i in range(3)]
     seen: list[int] = []

@@ -210,7 +210,6 @@ def _best_n_brute_force(index: Index, query: str, best: int) -> dict[str, tuple[
     return out
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("candidates", [100, 1])  # 1: the candidate set has to grow
 def test_best_n_is_exact_against_brute_force(
     chunk_index: Path, candidates: int, monkeypatch: pytest.MonkeyPatch

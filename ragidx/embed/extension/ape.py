@@ -43,7 +43,7 @@ _frozen_embedding: Callable[..., torch.nn.Embedding] = torch.nn.Embedding.from_p
 def interpolated_table(table: torch.Tensor, scale: int) -> torch.Tensor:
     """PI: ``(L_o, d)`` → ``(L_o · scale, d)``; row ``j`` is the table read at ``j / scale``."""
     rows = table.shape[0]
-    x = torch.arange(rows * scale, dtype=torch.float64) / scale
+    x = torch.arange(rows * scale, dtype=torch.float64, device=table.device) / scale
     left = x.floor().long().clamp(max=rows - 1)
     right = (left + 1).clamp(max=rows - 1)  # edge rule: repeat the last row
     frac = (x - left.double()).unsqueeze(1)

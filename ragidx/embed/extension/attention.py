@@ -108,7 +108,7 @@ def attend_biased(
         )
     elif q.device.type == "cuda":
         out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
-            q, k, v, bias, True, 0.0, False, scale=scale
+            q, k, v, None if bias is None else efficient_bias(bias, q, k), True, 0.0, False, scale=scale
         )[:2]
         lse = lse[..., : q.shape[2]]
     else:  # pragma: no cover - other devices: exact math on the (bounded) block
@@ -123,6 +123,17 @@ def attend_biased(
         lse = lse.masked_fill(empty, float("-inf"))
         out = out.masked_fill(empty.unsqueeze(-1), 0.0)
     return out, lse
+
+
+def efficient_bias(bias: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``bias`` as CUDA's memory-efficient attention kernel takes it, prepared the way
+    ``F.scaled_dot_product_attention`` prepares it (``preprocess_mask`` in ATen): its start and its
+    rows aligned to 8 elements (padded, then sliced back, when they are not), and the full
+    (B, H, Lq, Lk) shape (a broadcast head or batch dimension is expanded without copying)."""
+    if bias.storage_offset() % 8 or any(stride % 8 for stride in bias.stride()[:-1]):
+        width = bias.shape[-1]
+        bias = torch.nn.functional.pad(bias, (0, 8 - width % 8))[..., :width]
+    return bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
 
 
 def merge(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:

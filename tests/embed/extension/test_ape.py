@@ -151,3 +151,9 @@ def test_xlmr_offset_rows_are_kept() -> None:
 def test_rope_methods_are_refused_for_a_position_table() -> None:
     with pytest.raises(ValueError, match="not an extension for absolute position tables"):
         Extension(_bert(), ExtensionConfig(method="ntk", target_length=256), native_window=L_O)
+
+
+def test_interpolated_table_stays_on_the_tables_device() -> None:
+    """PI builds its table where the model is (a CUDA model's table on the GPU, not the CPU)."""
+    table = torch.randn(8, 4, device="meta")
+    assert interpolated_table(table, 4).device.type == "meta"

@@ -35,6 +35,7 @@ from ragidx.embed.extension.attention import (
     SelfExtendSpec,
     attend,
     attention_plan,
+    efficient_bias,
     merge,
     self_extend_attention,
     windowed_attention,
@@ -705,3 +706,20 @@ def test_bert_caller_4d_mask_under_plan(bert: BertModel) -> None:
     mask4d = mask.bool()[:, None, None, :].expand(2, 1, 10, 10)
     out = run(bert, "ragidx", ids, mask4d, AttentionPlan())
     assert_real_rows_close(out, run(bert, "sdpa", ids, mask4d), lengths, atol=1e-5)
+
+
+@pytest.mark.parametrize("width", [13, 16, 21])
+def test_efficient_bias_is_the_same_mask_aligned_and_expanded(width: int) -> None:
+    """CUDA's memory-efficient kernel wants (B, H, Lq, Lk) with 8-aligned rows: the bias handed to
+    it keeps every value, whatever slice of a larger mask it was."""
+    q = torch.zeros(2, 3, 5, 4)
+    k = torch.zeros(2, 3, width, 4)
+    full = torch.randn(1, 1, 9, width + 11)
+    full[full > 1] = float("-inf")
+    bias = full[:, :, 2:7, 3 : 3 + width]  # a non-contiguous slice, as the blocked passes make
+    prepared = efficient_bias(bias, q, k)
+    assert prepared.shape == (2, 3, 5, width)
+    assert all(stride % 8 == 0 for stride in prepared.stride()[:-1])
+    assert prepared.storage_offset() % 8 == 0
+    assert torch.equal(prepared, bias.expand(2, 3, 5, width))
+
