@@ -1,12 +1,13 @@
 """Settings: one pydantic model per stage, gathered in :class:`RagidxConfig`, loaded from TOML.
 
-Each stage declares its own config where it lives (``EncoderConfig`` in ``ragidx.embed.encoder``,
-``LongDocConfig`` in ``ragidx.embed.plan``, ``FaissConfig`` in ``ragidx.index.faiss_index``); this module only
-composes them into the sections of a TOML file (see ``configs/default.toml``)::
+Each stage declares its own config where it lives (``EncoderConfig`` and ``LongDocConfig`` in
+``ragidx.embed.config``, ``FaissConfig`` and ``LexicalConfig`` in ``ragidx.index.config``); this module
+only composes them into the sections of a TOML file (see ``configs/default.toml``)::
 
     [model]     # EncoderConfig
     [long_doc]  # LongDocConfig
     [index]     # FaissConfig
+    [lexical]   # LexicalConfig: the BM25 index beside the vectors
     [ingest]    # IngestOptions
 
 Command-line flags override the file (:meth:`RagidxConfig.override`). Settings a user set
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragidx.embed.config import EncoderConfig, LongDocConfig
 from ragidx.errors import ConfigError, describe_validation
-from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.read.document import STREAM_BYTES
 
 
@@ -53,6 +54,7 @@ class RagidxConfig(BaseModel):
     model: EncoderConfig = Field(default_factory=EncoderConfig)
     long_doc: LongDocConfig = Field(default_factory=LongDocConfig)
     index: FaissConfig = Field(default_factory=FaissConfig)
+    lexical: LexicalConfig = Field(default_factory=LexicalConfig)
     ingest: IngestOptions = Field(default_factory=IngestOptions)
 
     @classmethod

@@ -125,6 +125,7 @@ def test_killed_ingest_resumes_to_the_clean_index(
     assert left == [
         "chunks-000002.parquet",
         "documents-000002.parquet",
+        "lexical-000002.npz",
         MANIFEST_NAME,
         "vectors-000002.faiss",
     ]
@@ -165,6 +166,7 @@ def test_failed_write_during_commit_leaves_the_old_index(
         STAGING_NAME,
         "chunks-000001.parquet",
         "documents-000001.parquet",
+        "lexical-000001.npz",
         MANIFEST_NAME,
         "vectors-000001.faiss",
     ]  # old generation, checkpoints; no lock, temp or new files

@@ -4,7 +4,7 @@
   commit, search entry points);
 * :mod:`~ragidx.index.manifest` — ``manifest.json``: what was built how, and every file's checksum;
 * :mod:`~ragidx.index.store` — the Parquet store of documents and vector records;
-* :mod:`~ragidx.index.faiss_config`, :mod:`~ragidx.index.faiss_index`, :mod:`~ragidx.index.shards`
+* :mod:`~ragidx.index.config`, :mod:`~ragidx.index.faiss_index`, :mod:`~ragidx.index.shards`
   — FAISS settings (faiss-free), one FAISS file, sharded FAISS files;
 * :mod:`~ragidx.index.lock` — the writer lock;
 * :mod:`~ragidx.index.verify` — ``ragidx verify``: check every file against the manifest;

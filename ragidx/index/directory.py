@@ -45,8 +45,9 @@ from ragidx import __version__, faults
 from ragidx.embed.config import EncoderConfig, HybridConfig, LongDocConfig
 from ragidx.embed.pooling import l2_normalize
 from ragidx.errors import IndexFormatError, ModelError
-from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.faiss_index import FaissIndex
+from ragidx.index.lexical import LexicalIndex, analyse
 from ragidx.index.manifest import (
     MANIFEST_NAME,
     EncoderInfo,
@@ -65,7 +66,8 @@ if TYPE_CHECKING:
     from ragidx.search.retriever import SearchResult
 
 Level = Literal["chunk", "document"]  # a hybrid index's two levels of vectors
-DATA_FILE = re.compile(r"^(vectors|documents|chunks)-(\d{6})(?:-s\d{3}|-doc)?\.(faiss|parquet)$")
+DATA_FILE = re.compile(r"^(vectors|documents|chunks|lexical)-(\d{6})(?:-s\d{3}|-doc)?\.(faiss|parquet|npz)$")
+LEXICAL_KEY = "lexical"  # manifest key of the BM25 index (ragidx.index.lexical)
 STAGING_NAME = ".ragidx-staging"  # an interrupted ingest's checkpoints (ragidx.ingestion.checkpoints)
 DOCUMENT_KEY = "faiss.document"  # manifest key of a hybrid index's document-level FAISS file
 
@@ -82,8 +84,11 @@ class Index:
         encoder: Encoder | None = None,
         encoder_config: EncoderConfig | None = None,
         document_vectors: FaissIndex | None = None,
+        lexical: LexicalIndex | None = None,
     ):
         self.directory = directory
+        self.lexical = lexical  # the BM25 index (None: dense only)
+        self.lexical_from_head: set[str] = set()  # streamed documents analysed from their stored head
         self.manifest = manifest
         self.vectors = vectors
         self.document_vectors = document_vectors  # hybrid: the document-level vectors (ordinal -1)
@@ -105,7 +110,7 @@ class Index:
         """Open an existing index. The encoder is loaded on first search (from the manifest's
         model, with the run-time settings of ``encoder_config``: device, dtype, batch sizes)."""
         directory = Path(directory)
-        manifest, vectors, store, document_vectors = load_generation(directory)
+        manifest, vectors, store, document_vectors, lexical = load_generation(directory)
         index = cls(
             directory,
             manifest,
@@ -113,6 +118,7 @@ class Index:
             store,
             encoder_config=encoder_config,
             document_vectors=document_vectors,
+            lexical=lexical,
         )
         if encoder is not None:
             index.check_encoder(encoder)
@@ -126,10 +132,12 @@ class Index:
         encoder: Encoder | ExternalEncoderInfo,
         long_doc: LongDocConfig | None = None,
         faiss_config: FaissConfig | None = None,
+        lexical: LexicalConfig | None = None,
     ) -> Index:
         """A new, empty index (nothing is written until :meth:`commit`). ``encoder`` is a ragidx
         encoder, or the description of one outside ragidx whose vectors the caller adds.
-        ``directory`` ``None``: an in-memory index, written where its first commit says."""
+        ``directory`` ``None``: an in-memory index, written where its first commit says.
+        ``lexical``: the BM25 index's settings (None, or ``enabled = false``: dense only)."""
         if directory is not None:
             directory = Path(directory)
             _check_new_directory(directory)
@@ -144,6 +152,7 @@ class Index:
             encoder=info,
             long_doc=long_doc or LongDocConfig(),
             faiss=faiss_config,
+            lexical=lexical if lexical is not None and lexical.enabled else None,
         )
         vectors = create_vectors(encoder.dim, faiss_config)
         document_vectors = None
@@ -156,6 +165,7 @@ class Index:
             Store.empty(),
             encoder=None if isinstance(encoder, ExternalEncoderInfo) else encoder,
             document_vectors=document_vectors,
+            lexical=None if manifest.lexical is None else LexicalIndex.empty(manifest.lexical),
         )
 
     @property
@@ -377,10 +387,18 @@ class Index:
         return self.store.n_documents
 
     # ----------------------------------------------------------------------------- writes
-    def add(self, document: DocumentRecord, vectors: np.ndarray, spans: list[VectorRecord]) -> None:
+    def add(
+        self,
+        document: DocumentRecord,
+        vectors: np.ndarray,
+        spans: list[VectorRecord],
+        text: Iterable[str] | None = None,
+    ) -> None:
         """Add one document with its vectors (``spans[i]`` describes ``vectors[i]``; ids are
         assigned here). A document with the same id is replaced. In a hybrid index the span with
-        ordinal -1 is the document-level vector: exactly one per document."""
+        ordinal -1 is the document-level vector: exactly one per document. The lexical index
+        analyses ``document.text``, or ``text`` when given (a streamed file's whole text, in
+        pieces cut at whitespace)."""
         document_level = np.array([span.ordinal == DOCUMENT_LEVEL for span in spans], dtype=bool)
         if self.document_vectors is not None and document_level.sum() != 1:
             raise IndexFormatError(
@@ -402,12 +420,38 @@ class Index:
             self._pending.append((vectors[~document_level], ids[~document_level]))
             self._pending_documents.append((vectors[document_level], ids[document_level]))
         self.store.add(document, spans)
+        if self.lexical is not None:
+            self.lexical.add(analyse(self.lexical.analyzer, [document.doc_id], [text or [document.text]]))
+
+    def enable_lexical(self, config: LexicalConfig) -> None:
+        """Add a lexical index to an index that has none (one written before ragidx 0.2, or built
+        with ``lexical.enabled = false``): every stored document is analysed from its stored text;
+        a streamed file's store holds only its head, so it is listed in :attr:`lexical_from_head`
+        for the ingest that reads the file again to analyse all of it. Committed with the next
+        generation."""
+        if self.lexical is not None:
+            return
+        self.manifest.lexical = config
+        self.lexical = LexicalIndex.empty(config)
+        doc_ids = self.store.doc_ids()
+        texts = (self.store.document(d).text for d in doc_ids)
+        self.lexical.add(analyse(self.lexical.analyzer, doc_ids, texts))
+        streamed = (d for d in doc_ids if self.store.document(d).metadata.get("streamed"))
+        self.lexical_from_head = set(streamed)
+
+    def add_lexical_text(self, doc_id: str, text: Iterable[str]) -> None:
+        """Re-analyse a stored document from its whole text (pieces cut at whitespace)."""
+        if self.lexical is not None:
+            self.lexical.add(analyse(self.lexical.analyzer, [doc_id], [text]))
+            self.lexical_from_head.discard(doc_id)
 
     def remove(self, doc_ids: Iterable[str]) -> int:
         """Drop documents by id (unknown ids are ignored); returns how many were dropped."""
         present = {d for d in doc_ids if self.store.sha256(d) is not None}
         self.flush()
         vids = self.store.remove(present)
+        if self.lexical is not None:
+            self.lexical.remove(present)
         if self.document_vectors is not None:
             document_level = np.isin(vids, self.document_vectors.ids())
             self.document_vectors.remove(vids[document_level])
@@ -443,7 +487,11 @@ class Index:
         payloads = {**_faiss_keys(shards), "documents": documents, "chunks": chunks}
         if self.document_vectors is not None:
             payloads[DOCUMENT_KEY] = self.document_vectors.to_bytes()
+        if self.lexical is not None:
+            payloads[LEXICAL_KEY] = self.lexical.to_bytes()
         names = {key: _faiss_file(key, generation) for key in payloads if key.startswith("faiss")}
+        if LEXICAL_KEY in payloads:
+            names[LEXICAL_KEY] = f"lexical-{generation:06d}.npz"
         names["documents"] = f"documents-{generation:06d}.parquet"
         names["chunks"] = f"chunks-{generation:06d}.parquet"
         files: dict[str, FileEntry] = {}
@@ -532,10 +580,10 @@ def document_faiss(config: FaissConfig) -> FaissConfig:
 
 def load_generation(
     directory: Path, attempts: int = 5
-) -> tuple[Manifest, VectorIndex, Store, FaissIndex | None]:
-    """Read the current generation: manifest, checked data files, FAISS index, store and (hybrid
-    indexes) the document-level FAISS index. A commit that switches the manifest while this runs
-    makes it read the new generation instead."""
+) -> tuple[Manifest, VectorIndex, Store, FaissIndex | None, LexicalIndex | None]:
+    """Read the current generation: manifest, checked data files, FAISS index, store, (hybrid
+    indexes) the document-level FAISS index and (indexes with one) the lexical index. A commit that
+    switches the manifest while this runs makes it read the new generation instead."""
     for attempt in range(attempts):
         manifest = Manifest.read(directory)
         try:
@@ -547,7 +595,9 @@ def load_generation(
                 raise
     keys = ["faiss"] if manifest.faiss.shards == 1 else [f"faiss.{n}" for n in range(manifest.faiss.shards)]
     hybrid = manifest.long_doc.hybrid is not None
-    needed = (*keys, "documents", "chunks", *([DOCUMENT_KEY] if hybrid else []))
+    lexical_config = manifest.lexical
+    optional = [*([DOCUMENT_KEY] if hybrid else []), *([LEXICAL_KEY] if lexical_config else [])]
+    needed = (*keys, "documents", "chunks", *optional)
     missing = [key for key in needed if key not in data]
     if missing:
         raise IndexFormatError(f"{directory / MANIFEST_NAME}: lists no {missing[0]} file")
@@ -560,8 +610,12 @@ def load_generation(
         path = directory / manifest.files[DOCUMENT_KEY].name
         config = document_faiss(manifest.faiss)
         document_vectors = FaissIndex.from_bytes(data[DOCUMENT_KEY], config, str(path))
-    check_agreement(directory, manifest, vectors, store, document_vectors)
-    return manifest, vectors, store, document_vectors
+    lexical = None
+    if lexical_config is not None:
+        path = directory / manifest.files[LEXICAL_KEY].name
+        lexical = LexicalIndex.from_bytes(data[LEXICAL_KEY], lexical_config, str(path))
+    check_agreement(directory, manifest, vectors, store, document_vectors, lexical)
+    return manifest, vectors, store, document_vectors, lexical
 
 
 def check_agreement(
@@ -570,10 +624,18 @@ def check_agreement(
     vectors: VectorIndex,
     store: Store,
     document_vectors: FaissIndex | None = None,
+    lexical: LexicalIndex | None = None,
 ) -> None:
     """FAISS and the store must hold exactly the same vector ids, of the manifest's dimension; in
     a hybrid index, the document-level FAISS index exactly the ids of ordinal -1, one per document,
-    and the chunk-level one all the others."""
+    and the chunk-level one all the others; the lexical index exactly the store's documents."""
+    if lexical is not None and set(lexical.doc_ids) != set(store.doc_ids()):
+        missing = len(set(store.doc_ids()) - set(lexical.doc_ids))
+        extra = len(set(lexical.doc_ids) - set(store.doc_ids()))
+        raise IndexFormatError(
+            f"{directory}: the lexical index lacks {missing} stored documents and holds {extra} others; "
+            "re-ingest into a new index"
+        )
     vids = store.vids()
     if document_vectors is not None:
         document_level = store.ordinals() == DOCUMENT_LEVEL

@@ -16,7 +16,7 @@ import faiss
 import numpy as np
 
 from ragidx.errors import ConfigError, IndexFormatError
-from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.config import FaissConfig
 
 
 class FaissIndex:

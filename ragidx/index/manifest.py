@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from ragidx import faults
 from ragidx.embed.config import LongDocConfig, PoolingConfig
 from ragidx.errors import IndexFormatError, describe_validation
-from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.config import FaissConfig, LexicalConfig
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_VERSION = 1
@@ -100,6 +100,7 @@ class Manifest(BaseModel):
     ]
     long_doc: LongDocConfig
     faiss: FaissConfig
+    lexical: LexicalConfig | None = None  # None: no lexical index (dense only, as before 0.2)
     metric: Literal["inner_product"] = "inner_product"
     counts: Counts = Field(default_factory=Counts)
     files: dict[str, FileEntry] = Field(default_factory=dict)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import faiss
 import numpy as np
 
-from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.config import FaissConfig
 from ragidx.index.faiss_index import FaissIndex
 
 

@@ -56,7 +56,7 @@ def verify(directory: str | Path) -> VerifyReport:
     directory = Path(directory)
     report = VerifyReport(directory=str(directory))
     try:
-        manifest, _, store, _ = load_generation(directory)
+        manifest, _, store, _, _ = load_generation(directory)
     except IndexFormatError as exc:
         report.problems.append(str(exc))
         _notes(directory, None, report)

@@ -41,7 +41,7 @@ from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import now
 from ragidx.index.store import DocumentRecord, VectorRecord
 from ragidx.ingestion.checkpoints import Checkpoints
-from ragidx.ingestion.streaming import StreamedEmbedding, content_sha256, embed_streamed
+from ragidx.ingestion.streaming import StreamedEmbedding, content_sha256, embed_streamed, whitespace_pieces
 from ragidx.read.walk import Document, Skipped, iter_documents
 
 
@@ -303,6 +303,8 @@ class _Run:
         previous = self.index.store.sha256(item.doc_id)
         if previous == digest and _same_record(self.index.store.document(item.doc_id), item):
             self.report.unchanged += 1
+            if item.doc_id in self.index.lexical_from_head:  # a streamed file, its lexical part new
+                self.index.add_lexical_text(item.doc_id, (text for text, _ in whitespace_pieces(item)))
             return
         warning = item.metadata.get("warning")
         if warning:
@@ -397,7 +399,8 @@ class _Run:
             ingested_at=now().isoformat(),
         )
         rows = item.rows or _span_records(doc.doc_id, item.plan, item.tokens)
-        self.index.add(record, item.vectors, rows)
+        whole = (text for text, _ in whitespace_pieces(doc)) if doc.metadata.get("streamed") else None
+        self.index.add(record, item.vectors, rows, text=whole)
         report.updated += item.replaces
         report.added += not item.replaces
         report.by_mode[record.embed_mode] += 1
@@ -431,10 +434,16 @@ def _same_record(stored: DocumentRecord, document: Document) -> bool:
 def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
     if not Index.exists(directory):
         encoder = Encoder.from_settings(config.model, config.long_doc)
-        return Index.create(directory, encoder, config.long_doc, config.index)
+        return Index.create(directory, encoder, config.long_doc, config.index, config.lexical)
     index = Index.open(directory, encoder_config=config.model)
     manifest = index.manifest
-    for section, built in (("long_doc", manifest.long_doc), ("index", manifest.faiss)):
+    asked_lexical = config.lexical.enabled and "enabled" in config.lexical.model_fields_set
+    if manifest.lexical is None and asked_lexical:
+        index.enable_lexical(config.lexical)  # an index from before 0.2, or built without one
+    sections = [("long_doc", manifest.long_doc), ("index", manifest.faiss)]
+    if manifest.lexical is not None:
+        sections.append(("lexical", manifest.lexical))
+    for section, built in sections:
         asked = getattr(config, section)
         for name in asked.model_fields_set:
             if getattr(asked, name) != getattr(built, name):

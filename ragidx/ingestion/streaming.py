@@ -121,7 +121,7 @@ def embed_streamed(
                 raw.append(vectors.sum(axis=0, keepdims=True) if long_doc.policy == "pcw" else vectors)
             pending.clear()
 
-    for text, base in _whitespace_pieces(document):
+    for text, base in whitespace_pieces(document):
         tokens = encoder.tokenize(text, "document")
         room = int(min(store_limit - total, len(tokens.ids))) if total < store_limit else 0
         buffer.ids += tokens.ids[:room]
@@ -154,7 +154,7 @@ def emitted_next(emitted: list[tuple[int, int]], step: int) -> int:
     return emitted[-1][0] + step if emitted else 0
 
 
-def _whitespace_pieces(document: Document) -> Iterator[tuple[str, int]]:
+def whitespace_pieces(document: Document) -> Iterator[tuple[str, int]]:
     """The document's text in pieces cut after whitespace, with each piece's character offset."""
     carry = ""
     base = 0

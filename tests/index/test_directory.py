@@ -35,10 +35,11 @@ def _data_files(directory: Path) -> list[str]:
 
 
 def test_commit_writes_one_generation_and_cleans_the_old(built: Path, tiny_model: Path) -> None:
-    assert _data_files(built) == ["chunks-000001.parquet", "documents-000001.parquet", "vectors-000001.faiss"]
+    first = ["chunks-000001.parquet", "documents-000001.parquet", "lexical-000001.npz", "vectors-000001.faiss"]
+    assert _data_files(built) == first
     (built.parent / "docs" / "d3.txt").write_text("delta orange harbor")
     ingest(built.parent / "docs", built, RagidxConfig().override(model={"device": "cpu"}))
-    assert _data_files(built) == ["chunks-000002.parquet", "documents-000002.parquet", "vectors-000002.faiss"]
+    assert _data_files(built) == [name.replace("000001", "000002") for name in first]
     manifest = json.loads((built / MANIFEST_NAME).read_text())
     assert manifest["generation"] == 2 and manifest["counts"]["documents"] == 4
     assert {f["name"] for f in manifest["files"].values()} == set(_data_files(built))
@@ -156,6 +157,7 @@ def hybrid_copy(hybrid_index: Path, tmp_path: Path) -> Path:
 HYBRID_FILES = [
     "chunks-000001.parquet",
     "documents-000001.parquet",
+    "lexical-000001.npz",
     "vectors-000001-doc.faiss",
     "vectors-000001.faiss",
 ]
@@ -243,7 +245,7 @@ def test_in_memory_hybrid_index_refuses_a_document_without_its_document_vector(t
 
 def test_every_document_needs_exactly_one_document_level_vector(tiny_encoder: Encoder) -> None:
     from ragidx.index.directory import check_agreement
-    from ragidx.index.faiss_config import FaissConfig
+    from ragidx.index.config import FaissConfig
     from ragidx.index.faiss_index import FaissIndex
     from ragidx.index.store import DocumentRecord, Store, VectorRecord
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ragidx.errors import ConfigError, IndexFormatError
-from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.config import FaissConfig
 from ragidx.index.faiss_index import FaissIndex
 
 DIM = 16

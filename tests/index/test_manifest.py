@@ -12,7 +12,7 @@ import pytest
 
 from ragidx.embed.config import LongDocConfig, PoolingConfig
 from ragidx.errors import IndexFormatError
-from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.config import FaissConfig
 from ragidx.index.manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,

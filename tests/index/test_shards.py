@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from ragidx.cli import app
 from ragidx.index.directory import Index
-from ragidx.index.faiss_config import FaissConfig
+from ragidx.index.config import FaissConfig
 from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.shards import ShardedFaissIndex
 from ragidx.ingestion.pipeline import ingest
@@ -67,6 +67,7 @@ def test_sharded_index_directory_answers_like_the_unsharded_one(tmp_path: Path, 
         "faiss.1",
         "faiss.2",
         "faiss.3",
+        "lexical",  # one lexical index beside the shards
     ]
     for query in ("Document 3", "Changed after", long_text(10, seed=5)):
         for per in ("document", "chunk"):

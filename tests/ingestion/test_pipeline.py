@@ -211,6 +211,7 @@ def test_jsonl_ids_never_become_paths(tmp_path: Path, tiny_model: Path) -> None:
     assert names == [
         "chunks-000001.parquet",
         "documents-000001.parquet",
+        "lexical-000001.npz",
         "manifest.json",
         "vectors-000001.faiss",
     ]

@@ -33,8 +33,8 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from ragidx.embed.config import EncoderConfig, LongDocConfig
 from ragidx.embed.encoder import Encoder
 from ragidx.errors import InputError, ModelError
+from ragidx.index.config import FaissConfig
 from ragidx.index.directory import Index
-from ragidx.index.faiss_config import FaissConfig
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import ExternalEncoderInfo
 from ragidx.ingestion.pipeline import add_documents, add_embedded

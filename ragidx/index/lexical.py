@@ -1,0 +1,331 @@
+"""The lexical index: BM25 over the words of every document, beside the FAISS vectors.
+
+Owns :class:`Analyzer` (text → terms: lowercase, word tokens of two or more characters, stop
+words, a Snowball stemmer; CJK runs as character bigrams) and :class:`LexicalIndex` (postings,
+document lengths, BM25 scoring). The settings are :class:`~ragidx.index.config.LexicalConfig`
+(``[lexical]`` in a config file, recorded in the manifest).
+
+Scores are Lucene's BM25 (the variant bm25s calls ``lucene``)::
+
+    idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))
+    bm25(d) = Σ_t idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))
+
+summed over the query's terms (a repeated term counts each time; the constant factor ``k1 + 1``
+of the original formula is left out, as Lucene ≥ 8 does): the scores and rankings of bm25s with
+``method="lucene"`` and the same analyzer, to 1e-5 (``benchmarks/lexical.py``). N, df and avgdl
+are the live collection's, computed when a search runs, so adding or removing documents never
+needs a re-analysis of the others: each
+document is analysed once, when it is added, and its postings are kept until it is removed.
+
+On disk the index is one file per generation, ``lexical-GGGGGG.npz``: numpy arrays only (terms and
+document ids as UTF-8 bytes with offsets), read with ``allow_pickle=False``, checksummed in the
+manifest like every other file. Postings are sorted by term, so a query reads one contiguous slice
+per term.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ragidx.errors import ConfigError, IndexFormatError
+from ragidx.index.config import LexicalConfig
+
+# Lucene's EnglishAnalyzer stop set (also bm25s's "english"): 33 words.
+ENGLISH_STOPWORDS = frozenset(
+    (
+        "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+        "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+        "they", "this", "to", "was", "will", "with",
+    )
+)
+MAX_TERM_CHARS = 64  # longer tokens (hashes, base64, glued URLs) are dropped, as Lucene caps them
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+# CJK runs first (they have no spaces: bigrams below), then words of 2+ other word characters
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]{{2,}}")
+_IS_CJK = re.compile(rf"[{_CJK}]")
+_FORMAT = 1  # version of the .npz layout
+
+
+class Analyzer:
+    """Text → terms, the same way for documents and queries."""
+
+    def __init__(self, config: LexicalConfig):
+        self.config = config
+        self.stopwords = ENGLISH_STOPWORDS if config.stopwords == "english" else frozenset()
+        self._stem = _stemmer(config.stemmer)
+        self._stems: dict[str, str] = {}
+
+    def terms(self, text: str) -> list[str]:
+        """The terms of ``text`` in order (stop words removed, stemmed)."""
+        if self.config.lowercase:
+            text = text.lower()
+        tokens: list[str] = []
+        for token in _TOKEN.findall(text):
+            if _IS_CJK.match(token):
+                tokens += [token] if len(token) == 1 else [token[i : i + 2] for i in range(len(token) - 1)]
+            elif len(token) <= MAX_TERM_CHARS and token not in self.stopwords:
+                tokens.append(token)
+        if self._stem is None:
+            return tokens
+        unknown = [t for t in set(tokens) if t not in self._stems]
+        if unknown:
+            self._stems.update(zip(unknown, self._stem(unknown), strict=True))
+            if len(self._stems) > 1_000_000:  # bound the cache on huge vocabularies
+                self._stems.clear()
+                return self._stem(tokens)
+        return [self._stems[t] for t in tokens]
+
+
+def _stemmer(language: str) -> Callable[[list[str]], list[str]] | None:
+    if language == "none":
+        return None
+    import Stemmer  # PyStemmer: Snowball stemmers in C
+
+    try:
+        stemmer = Stemmer.Stemmer(language)
+    except KeyError:
+        known = ", ".join(sorted(Stemmer.algorithms()))
+        raise ConfigError(
+            f"lexical.stemmer = {language!r}: no such Snowball stemmer (known: {known}, none)"
+        ) from None
+    words: Callable[[list[str]], list[str]] = stemmer.stemWords
+    return words
+
+
+@dataclass
+class Postings:
+    """One batch of analysed documents: CSR by document (their terms and term frequencies)."""
+
+    doc_ids: list[str]
+    lengths: npt.NDArray[np.int32]  # terms per document (stop words excluded)
+    terms: list[str]  # distinct terms of the batch
+    doc_ptr: npt.NDArray[np.int64]  # document i's postings: [doc_ptr[i], doc_ptr[i + 1])
+    term_ids: npt.NDArray[np.int32]  # into ``terms``
+    tfs: npt.NDArray[np.int32]
+
+
+def analyse(analyzer: Analyzer, doc_ids: Sequence[str], texts: Iterable[str | Iterable[str]]) -> Postings:
+    """Analyse documents once: the postings :meth:`LexicalIndex.add` takes. A document's text is a
+    string, or pieces of it cut at whitespace (a streamed file)."""
+    vocab: dict[str, int] = {}
+    lengths: list[int] = []
+    ptr = [0]
+    term_ids: list[int] = []
+    tfs: list[int] = []
+    for text in texts:
+        counts: Counter[str] = Counter()
+        for piece in [text] if isinstance(text, str) else text:
+            counts.update(analyzer.terms(piece))
+        lengths.append(sum(counts.values()))
+        for term, tf in counts.items():
+            term_ids.append(vocab.setdefault(term, len(vocab)))
+            tfs.append(tf)
+        ptr.append(len(term_ids))
+    if len(lengths) != len(doc_ids):
+        raise ValueError(f"{len(doc_ids)} document ids for {len(lengths)} texts")
+    return Postings(
+        doc_ids=list(doc_ids),
+        lengths=np.asarray(lengths, dtype=np.int32),
+        terms=list(vocab),
+        doc_ptr=np.asarray(ptr, dtype=np.int64),
+        term_ids=np.asarray(term_ids, dtype=np.int32),
+        tfs=np.asarray(tfs, dtype=np.int32),
+    )
+
+
+class LexicalIndex:
+    """Postings of every document, sorted by term; BM25 over them (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: LexicalConfig,
+        doc_ids: list[str],
+        lengths: npt.NDArray[np.int32],
+        terms: list[str],
+        term_ptr: npt.NDArray[np.int64],
+        docs: npt.NDArray[np.int32],
+        tfs: npt.NDArray[np.int32],
+    ):
+        self.config = config
+        self.analyzer = Analyzer(config)
+        self.doc_ids = doc_ids
+        self.lengths = lengths
+        self.terms = terms
+        self.term_ptr = term_ptr
+        self.docs = docs
+        self.tfs = tfs
+        self._rows = {doc_id: row for row, doc_id in enumerate(doc_ids)}
+        self._vocab = {term: i for i, term in enumerate(terms)}
+        self._pending: list[Postings] = []
+        self._removed: set[str] = set()
+
+    @classmethod
+    def empty(cls, config: LexicalConfig) -> LexicalIndex:
+        none = np.zeros(0, dtype=np.int32)
+        return cls(config, [], none, [], np.zeros(1, dtype=np.int64), none, none)
+
+    # ----------------------------------------------------------------------------- updates
+    def add(self, postings: Postings) -> None:
+        """Add analysed documents (one with an id already here replaces it)."""
+        self.remove(postings.doc_ids)
+        self._pending.append(postings)
+
+    def add_texts(self, doc_ids: Sequence[str], texts: Iterable[str]) -> None:
+        self.add(analyse(self.analyzer, doc_ids, texts))
+
+    def remove(self, doc_ids: Iterable[str]) -> None:
+        doc_ids = set(doc_ids)
+        self._removed |= doc_ids & self._rows.keys()
+        self._pending = [_without(p, doc_ids) for p in self._pending]
+
+    def flush(self) -> None:
+        """Apply pending additions and removals: one merge, O(postings), no re-analysis."""
+        if not self._pending and not self._removed:
+            return
+        keep = np.array([d not in self._removed for d in self.doc_ids], dtype=bool)
+        new_row = np.cumsum(keep, dtype=np.int64) - 1
+        term_of = np.repeat(np.arange(len(self.terms), dtype=np.int64), np.diff(self.term_ptr))
+        live = keep[self.docs] if len(self.docs) else np.zeros(0, dtype=bool)
+        doc_ids = [d for d, k in zip(self.doc_ids, keep, strict=True) if k]
+        parts_terms = [term_of[live]]
+        parts_docs = [new_row[self.docs[live]]]
+        parts_tfs = [self.tfs[live]]
+        lengths = [self.lengths[keep]]
+        vocab = dict(self._vocab)
+        for batch in self._pending:
+            remap = np.array([vocab.setdefault(t, len(vocab)) for t in batch.terms], dtype=np.int64)
+            rows = np.repeat(np.arange(len(batch.doc_ids), dtype=np.int64), np.diff(batch.doc_ptr))
+            parts_terms.append(remap[batch.term_ids] if len(batch.term_ids) else np.zeros(0, np.int64))
+            parts_docs.append(rows + len(doc_ids))
+            parts_tfs.append(batch.tfs)
+            lengths.append(batch.lengths)
+            doc_ids += batch.doc_ids
+        terms = list(vocab)
+        all_terms = np.concatenate(parts_terms)
+        order = np.lexsort((np.concatenate(parts_docs), all_terms))
+        counts = np.bincount(all_terms, minlength=len(terms))
+        used = counts > 0  # drop the terms no live document holds any more
+        self.terms = [t for t, u in zip(terms, used, strict=True) if u]
+        self.term_ptr = np.concatenate([[0], np.cumsum(counts[used])]).astype(np.int64)
+        self.docs = np.concatenate(parts_docs)[order].astype(np.int32)
+        self.tfs = np.concatenate(parts_tfs)[order].astype(np.int32)
+        self.doc_ids = doc_ids
+        self.lengths = np.concatenate(lengths).astype(np.int32)
+        self._rows = {doc_id: row for row, doc_id in enumerate(doc_ids)}
+        self._vocab = {term: i for i, term in enumerate(self.terms)}
+        self._pending, self._removed = [], set()
+
+    # ----------------------------------------------------------------------------- search
+    def __len__(self) -> int:
+        self.flush()
+        return len(self.doc_ids)
+
+    def query_terms(self, query: str) -> list[str]:
+        """The query's terms, in order (empty: only stop words or punctuation)."""
+        return self.analyzer.terms(query)
+
+    def scores(self, query: str) -> npt.NDArray[np.float32]:
+        """BM25 of every document (row order of :attr:`doc_ids`) for ``query``."""
+        self.flush()
+        n = len(self.doc_ids)
+        out = np.zeros(n, dtype=np.float64)
+        if n == 0:
+            return out.astype(np.float32)
+        k1, b = self.config.k1, self.config.b
+        norm = k1 * (1 - b + b * self.lengths / max(float(self.lengths.mean()), 1e-9))
+        for term in self.query_terms(query):
+            t = self._vocab.get(term)
+            if t is None:
+                continue
+            lo, hi = int(self.term_ptr[t]), int(self.term_ptr[t + 1])
+            docs, tf = self.docs[lo:hi], self.tfs[lo:hi].astype(np.float64)
+            idf = np.log1p((n - (hi - lo) + 0.5) / ((hi - lo) + 0.5))
+            out[docs] += idf * tf / (tf + norm[docs])
+        return out.astype(np.float32)
+
+    def top(self, query: str, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best (document id, BM25) with a score above zero, best first."""
+        scores = self.scores(query)
+        hits = np.flatnonzero(scores > 0)
+        order = hits[np.argsort(-scores[hits], kind="stable")][:k]
+        return [(self.doc_ids[i], float(scores[i])) for i in order]
+
+    def row(self, doc_id: str) -> int | None:
+        self.flush()
+        return self._rows.get(doc_id)
+
+    # ----------------------------------------------------------------------------- files
+    def to_bytes(self) -> bytes:
+        """The ``.npz`` of this index (numeric arrays only)."""
+        self.flush()
+        terms_blob, terms_ptr = _pack(self.terms)
+        ids_blob, ids_ptr = _pack(self.doc_ids)
+        buffer = io.BytesIO()
+        np.savez(
+            buffer,
+            format=np.array([_FORMAT], dtype=np.int32),
+            terms_blob=terms_blob,
+            terms_ptr=terms_ptr,
+            ids_blob=ids_blob,
+            ids_ptr=ids_ptr,
+            lengths=self.lengths,
+            term_ptr=self.term_ptr,
+            docs=self.docs,
+            tfs=self.tfs,
+        )
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, config: LexicalConfig, where: str = "lexical index") -> LexicalIndex:
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+                if int(arrays["format"][0]) != _FORMAT:
+                    found = int(arrays["format"][0])
+                    raise IndexFormatError(f"{where}: lexical format {found} is not {_FORMAT}")
+                return cls(
+                    config,
+                    _unpack(arrays["ids_blob"], arrays["ids_ptr"]),
+                    arrays["lengths"].astype(np.int32),
+                    _unpack(arrays["terms_blob"], arrays["terms_ptr"]),
+                    arrays["term_ptr"].astype(np.int64),
+                    arrays["docs"].astype(np.int32),
+                    arrays["tfs"].astype(np.int32),
+                )
+        except (OSError, ValueError, KeyError) as exc:
+            raise IndexFormatError(f"{where}: not a readable lexical index ({exc})") from exc
+
+
+def _without(postings: Postings, doc_ids: set[str]) -> Postings:
+    """A pending batch without the documents in ``doc_ids`` (a later add or a removal)."""
+    keep = [i for i, d in enumerate(postings.doc_ids) if d not in doc_ids]
+    if len(keep) == len(postings.doc_ids):
+        return postings
+    spans = [np.arange(postings.doc_ptr[i], postings.doc_ptr[i + 1]) for i in keep]
+    taken = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+    sizes = [int(postings.doc_ptr[i + 1] - postings.doc_ptr[i]) for i in keep]
+    return Postings(
+        doc_ids=[postings.doc_ids[i] for i in keep],
+        lengths=postings.lengths[keep],
+        terms=postings.terms,
+        doc_ptr=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        term_ids=postings.term_ids[taken],
+        tfs=postings.tfs[taken],
+    )
+
+
+def _pack(strings: list[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    encoded = [s.encode("utf-8") for s in strings]
+    ptr = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.int64)
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), ptr
+
+
+def _unpack(blob: npt.NDArray[np.uint8], ptr: npt.NDArray[np.int64]) -> list[str]:
+    data = blob.tobytes()
+    return [data[ptr[i] : ptr[i + 1]].decode("utf-8") for i in range(len(ptr) - 1)]
