@@ -68,6 +68,7 @@ def info_command(
     rows = [
         *model_rows,
         ("faiss", f"{manifest.faiss.factory} ({manifest.metric}), gpu {manifest.faiss.gpu}"),
+        ("lexical", _lexical(manifest, index)),
         ("documents", f"{counts.documents:,}"),
         ("embedded as", ", ".join(f"{n} {m}" for m, n in counts.by_mode.items()) or "-"),
         ("vectors", f"{counts.vectors:,}"),
@@ -113,6 +114,18 @@ def _pooling(pooling: PoolingConfig) -> str:
     }.get(pooling.selection or "")
     text += f" ({detail})" if detail else ""
     return text + (", L2-normalised" if pooling.normalize else "")
+
+
+def _lexical(manifest: Manifest, index: Path) -> str:
+    lexical = manifest.lexical
+    if lexical is None:
+        return f"none (dense only); add BM25 with: ragidx ingest PATHS --index {index} --lexical"
+    fusion = "rrf" if lexical.fusion == "rrf" else f"weighted, BM25 weight {lexical.weight}"
+    tuned = f" (tuned on {lexical.tuned_on})" if lexical.tuned_on else ""
+    return (
+        f"BM25 k1 {lexical.k1}, b {lexical.b}; stemmer {lexical.stemmer}, stop words {lexical.stopwords}; "
+        f"hybrid search: {fusion}{tuned}"
+    )
 
 
 def _long_doc(manifest: Manifest) -> str:

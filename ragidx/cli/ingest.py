@@ -152,6 +152,14 @@ def ingest_command(
             "beyond one file or machine. Fixed when the index is created.",
         ),
     ] = None,
+    lexical: Annotated[
+        bool | None,
+        typer.Option(
+            "--lexical/--no-lexical",
+            help="Build the BM25 index beside the vectors (default on; --lexical also adds one to an "
+            "index built without it).",
+        ),
+    ] = None,
     include: Annotated[list[str] | None, typer.Option(help="Glob to keep (repeatable).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Glob to drop (repeatable).")] = None,
     prune: Annotated[
@@ -246,6 +254,7 @@ def ingest_command(
             hybrid_tuned_on=hybrid_tuned_on,
             faiss_factory=faiss_factory,
             faiss_shards=faiss_shards,
+            lexical=lexical,
             include=tuple(include or ()),
             exclude=tuple(exclude or ()),
             prune=prune,

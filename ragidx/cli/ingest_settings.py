@@ -45,6 +45,7 @@ class IngestFlags:
     hybrid_tuned_on: str | None = None
     faiss_factory: str | None = None
     faiss_shards: int | None = None
+    lexical: bool | None = None
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     prune: bool | None = None
@@ -98,6 +99,7 @@ def ingest_settings(f: IngestFlags) -> RagidxConfig:
             },
         },
         index={"factory": f.faiss_factory, "shards": f.faiss_shards},
+        lexical={"enabled": f.lexical},
         ingest={
             "include": list(f.include) or None,
             "exclude": list(f.exclude) or None,

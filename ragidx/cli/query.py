@@ -5,20 +5,46 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import warnings
+from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.table import Table
 
-from ragidx.cli.console import handle_errors, out
+from ragidx.cli.console import err, handle_errors, one_line, out
 from ragidx.cli.options import DEFAULT_INDEX, BestChunks, Device, Hybrid, IndexDir, Json, hybrid_fields
 from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.errors import ConfigError
+from ragidx.search.options import SearchOptions
 from ragidx.search.trec import read_queries, write_run
 
 if TYPE_CHECKING:
     from ragidx.search.retriever import SearchResult
+
+
+class Mode(StrEnum):
+    """How documents are ranked (``SearchOptions.mode``)."""
+
+    dense = "dense"
+    lexical = "lexical"
+    hybrid = "hybrid"
+
+
+def _lexical_weight(value: str | None) -> float | Literal["rrf"] | None:
+    if value is None:
+        return None
+    if value == "rrf":
+        return "rrf"
+    try:
+        weight = float(value)
+    except ValueError:
+        weight = -1.0
+    if not 0 <= weight <= 1:
+        raise ConfigError(f"--lexical-weight {value}: give a number in [0, 1] or 'rrf'")
+    return weight
 
 
 
@@ -45,11 +71,28 @@ def query_command(
     with_text: Annotated[
         bool, typer.Option("--with-text", help="JSON: include each document's full text.")
     ] = False,
+    mode: Annotated[
+        Mode | None,
+        typer.Option(
+            "--mode",
+            help="dense: the vectors; lexical: BM25 (no model loaded); hybrid: both fused (default "
+            "where the index has a lexical index, else dense).",
+        ),
+    ] = None,
+    lexical_weight: Annotated[
+        str | None,
+        typer.Option(
+            "--lexical-weight",
+            help="Hybrid: BM25's weight w in [0, 1] in w·z(bm25) + (1−w)·z(dense), or 'rrf' "
+            "(default: the index's, see ragidx info).",
+        ),
+    ] = None,
     hybrid: Hybrid = None,
     best_chunks: BestChunks = None,
     as_json: Json = False,
 ) -> None:
-    """Search an index. Documents that were chunked score by their best chunk.
+    """Search an index. By default a document scores by its vectors and its words together (hybrid:
+    BM25 fused with the dense score, each result showing both); --mode dense or lexical uses one.
 
     In a hybrid index (ingested with --hybrid) a document scores by its document cosine fused with
     its best chunk cosine, as the index was built to fuse them; --hybrid rrf or --hybrid <w> tries
@@ -57,7 +100,8 @@ def query_command(
     a chunked document by the mean of its N best chunks (evidence spread over a few passages).
 
     Examples:  ragidx query "how do bees communicate?" -k 5 ;
-    ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3
+    ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3 ;
+    ragidx query "waggle dance" --mode lexical ; ragidx query "bees" --lexical-weight rrf
     """
     if (text is None) == (queries is None):
         raise ConfigError("give either a query TEXT or --queries FILE (not both)")
@@ -65,10 +109,18 @@ def query_command(
     encoder_config = EncoderConfig.model_validate({k: v for k, v in runtime.items() if v is not None})
     fused = None if hybrid is None else HybridConfig.model_validate(hybrid_fields(hybrid))
     from ragidx.index.directory import Index
+    from ragidx.search.retriever import Retriever
 
     opened = Index.open(index, encoder_config=encoder_config)
+    search = SearchOptions(
+        hybrid=fused,
+        best_chunks=best_chunks,
+        mode=None if mode is None else mode.value,
+        lexical_weight=_lexical_weight(lexical_weight),
+    )
     if text is not None:
-        results = opened.search(text, k, hybrid=fused, best_chunks=best_chunks)
+        with _notes():
+            results = Retriever(opened).search_many([text], k, search)[0]
         if as_json:
             out.print_json(json.dumps([r.to_dict(with_text=with_text) for r in results], ensure_ascii=False))
         else:
@@ -76,7 +128,8 @@ def query_command(
         return
     assert queries is not None
     pairs = read_queries(queries)
-    ranked = opened.search_many([t for _, t in pairs], k, hybrid=fused, best_chunks=best_chunks)
+    with _notes():
+        ranked = Retriever(opened).search_many([t for _, t in pairs], k, search)
     if as_json:
         payload = {
             qid: [r.to_dict(with_text=with_text) for r in res]
@@ -111,5 +164,21 @@ def _table(query: str, results: list[SearchResult]) -> None:
             )
         if r.document_score is not None and r.chunk_score is not None:
             how += f"\ndocument {r.document_score:.3f}, best chunk {r.chunk_score:.3f}"
+        if r.lexical_score is not None:
+            dense = "" if r.dense_score is None else f"dense {r.dense_score:.3f}, "
+            how += f"\n{dense}bm25 {r.lexical_score:.2f}"
         table.add_row(str(r.rank), f"{r.score:.3f}", f"{where}\n[dim]{how}[/]", r.snippet)
     out.print(table)
+
+
+@contextlib.contextmanager
+def _notes() -> Iterator[None]:
+    """Print the search's notes (e.g. a fallback to dense) as one ``note:`` line each on stderr."""
+    from ragidx.search.retriever import SearchNote
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SearchNote)
+        yield
+    for warning in caught:
+        if issubclass(warning.category, SearchNote):
+            err.print(f"note: {one_line(str(warning.message))}", highlight=False, markup=False)

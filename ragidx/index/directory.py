@@ -62,7 +62,7 @@ from ragidx.index.store import DOCUMENT_LEVEL, DocumentRecord, Store, VectorReco
 
 if TYPE_CHECKING:
     from ragidx.embed.encoder import Encoder
-    from ragidx.search.options import Per, Where
+    from ragidx.search.options import Mode, Per, Where
     from ragidx.search.retriever import SearchResult
 
 Level = Literal["chunk", "document"]  # a hybrid index's two levels of vectors
@@ -254,14 +254,28 @@ class Index:
         per: Per = "document",
         hybrid: HybridConfig | None = None,
         best_chunks: int | None = None,
+        mode: Mode | None = None,
+        lexical_weight: float | Literal["rrf"] | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
         ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
         when that many match. A hybrid index fuses document and best-chunk cosines as its manifest
         says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.search``).
         A chunked document scores by its best chunk, or by the mean of its ``best_chunks`` best
-        (default: the manifest's ``best_chunks``). See :class:`~ragidx.search.options.SearchOptions`."""
-        return self.search_many([query], k, where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)[0]
+        (default: the manifest's ``best_chunks``). ``mode``: ``dense``, ``lexical`` (BM25) or
+        ``hybrid`` (both fused; the default where the index has a lexical index), with
+        ``lexical_weight`` (or ``"rrf"``) overriding the manifest's. See
+        :class:`~ragidx.search.options.SearchOptions`."""
+        return self.search_many(
+            [query],
+            k,
+            where=where,
+            per=per,
+            hybrid=hybrid,
+            best_chunks=best_chunks,
+            mode=mode,
+            lexical_weight=lexical_weight,
+        )[0]
 
     def search_many(
         self,
@@ -272,12 +286,21 @@ class Index:
         per: Per = "document",
         hybrid: HybridConfig | None = None,
         best_chunks: int | None = None,
+        mode: Mode | None = None,
+        lexical_weight: float | Literal["rrf"] | None = None,
     ) -> list[list[SearchResult]]:
         """:meth:`search` for several queries, embedded in one batch."""
         from ragidx.search.options import SearchOptions
         from ragidx.search.retriever import Retriever
 
-        options = SearchOptions(where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)
+        options = SearchOptions(
+            where=where,
+            per=per,
+            hybrid=hybrid,
+            best_chunks=best_chunks,
+            mode=mode,
+            lexical_weight=lexical_weight,
+        )
         return Retriever(self).search_many(queries, k, options)
 
     def search_by_vectors(
@@ -290,6 +313,8 @@ class Index:
         per: Per = "document",
         hybrid: HybridConfig | None = None,
         best_chunks: int | None = None,
+        mode: Mode | None = None,
+        lexical_weight: float | Literal["rrf"] | None = None,
     ) -> list[list[SearchResult]]:
         """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
         ``queries`` only pick each result's snippet."""
@@ -297,13 +322,24 @@ class Index:
         from ragidx.search.retriever import Retriever
 
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(queries), -1)
-        if vectors.shape[1] != self.manifest.encoder.dim:
+        self.check_query_vectors(vectors)
+        options = SearchOptions(
+            where=where,
+            per=per,
+            hybrid=hybrid,
+            best_chunks=best_chunks,
+            mode=mode,
+            lexical_weight=lexical_weight,
+        )
+        return Retriever(self).rank(queries, l2_normalize(vectors), k, options)
+
+    def check_query_vectors(self, vectors: np.ndarray) -> None:
+        """Refuse query vectors of another dimension than the index's."""
+        if vectors.shape[-1] != self.manifest.encoder.dim:
             raise ModelError(
-                f"{self.name}: query vectors are {vectors.shape[1]}-d, the index holds "
+                f"{self.name}: query vectors are {vectors.shape[-1]}-d, the index holds "
                 f"{self.manifest.encoder.dim}-d vectors from {self.manifest.encoder.name}"
             )
-        options = SearchOptions(where=where, per=per, hybrid=hybrid, best_chunks=best_chunks)
-        return Retriever(self).rank(queries, l2_normalize(vectors), k, options)
 
     # ----------------------------------------------------------------------------- reading
     # What the search stage reads: vectors by level, records by id. Nothing else of the index's

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import re
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -155,9 +156,9 @@ class LexicalIndex:
     ):
         self.config = config
         self.analyzer = Analyzer(config)
-        self.doc_ids = doc_ids
+        self._doc_ids = doc_ids
         self.lengths = lengths
-        self.terms = terms
+        self._terms = terms
         self.term_ptr = term_ptr
         self.docs = docs
         self.tfs = tfs
@@ -165,6 +166,18 @@ class LexicalIndex:
         self._vocab = {term: i for i, term in enumerate(terms)}
         self._pending: list[Postings] = []
         self._removed: set[str] = set()
+
+    @property
+    def doc_ids(self) -> list[str]:
+        """The documents, in row order (the order of :meth:`scores`)."""
+        self.flush()
+        return self._doc_ids
+
+    @property
+    def terms(self) -> list[str]:
+        """The vocabulary, in posting order."""
+        self.flush()
+        return self._terms
 
     @classmethod
     def empty(cls, config: LexicalConfig) -> LexicalIndex:
@@ -189,11 +202,11 @@ class LexicalIndex:
         """Apply pending additions and removals: one merge, O(postings), no re-analysis."""
         if not self._pending and not self._removed:
             return
-        keep = np.array([d not in self._removed for d in self.doc_ids], dtype=bool)
+        keep = np.array([d not in self._removed for d in self._doc_ids], dtype=bool)
         new_row = np.cumsum(keep, dtype=np.int64) - 1
-        term_of = np.repeat(np.arange(len(self.terms), dtype=np.int64), np.diff(self.term_ptr))
+        term_of = np.repeat(np.arange(len(self._terms), dtype=np.int64), np.diff(self.term_ptr))
         live = keep[self.docs] if len(self.docs) else np.zeros(0, dtype=bool)
-        doc_ids = [d for d, k in zip(self.doc_ids, keep, strict=True) if k]
+        doc_ids = [d for d, k in zip(self._doc_ids, keep, strict=True) if k]
         parts_terms = [term_of[live]]
         parts_docs = [new_row[self.docs[live]]]
         parts_tfs = [self.tfs[live]]
@@ -212,14 +225,14 @@ class LexicalIndex:
         order = np.lexsort((np.concatenate(parts_docs), all_terms))
         counts = np.bincount(all_terms, minlength=len(terms))
         used = counts > 0  # drop the terms no live document holds any more
-        self.terms = [t for t, u in zip(terms, used, strict=True) if u]
+        self._terms = [t for t, u in zip(terms, used, strict=True) if u]
         self.term_ptr = np.concatenate([[0], np.cumsum(counts[used])]).astype(np.int64)
         self.docs = np.concatenate(parts_docs)[order].astype(np.int32)
         self.tfs = np.concatenate(parts_tfs)[order].astype(np.int32)
-        self.doc_ids = doc_ids
+        self._doc_ids = doc_ids
         self.lengths = np.concatenate(lengths).astype(np.int32)
         self._rows = {doc_id: row for row, doc_id in enumerate(doc_ids)}
-        self._vocab = {term: i for i, term in enumerate(self.terms)}
+        self._vocab = {term: i for i, term in enumerate(self._terms)}
         self._pending, self._removed = [], set()
 
     # ----------------------------------------------------------------------------- search
@@ -234,7 +247,7 @@ class LexicalIndex:
     def scores(self, query: str) -> npt.NDArray[np.float32]:
         """BM25 of every document (row order of :attr:`doc_ids`) for ``query``."""
         self.flush()
-        n = len(self.doc_ids)
+        n = len(self._doc_ids)
         out = np.zeros(n, dtype=np.float64)
         if n == 0:
             return out.astype(np.float32)
@@ -255,7 +268,7 @@ class LexicalIndex:
         scores = self.scores(query)
         hits = np.flatnonzero(scores > 0)
         order = hits[np.argsort(-scores[hits], kind="stable")][:k]
-        return [(self.doc_ids[i], float(scores[i])) for i in order]
+        return [(self._doc_ids[i], float(scores[i])) for i in order]
 
     def row(self, doc_id: str) -> int | None:
         self.flush()
@@ -298,7 +311,7 @@ class LexicalIndex:
                     arrays["docs"].astype(np.int32),
                     arrays["tfs"].astype(np.int32),
                 )
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
             raise IndexFormatError(f"{where}: not a readable lexical index ({exc})") from exc
 
 

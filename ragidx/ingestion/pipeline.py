@@ -204,7 +204,8 @@ def commit_files(
             "nothing was committed; fix or exclude them, or drop --strict (embedded batches are kept "
             "and reused)"
         )
-    if changed:
+    lexical_added = index.lexical is not None and index.manifest.generation > 0 and not _has_lexical_file(index)
+    if changed or lexical_added:
         faults.point("before-commit")
         index.commit()
     if run.checkpoints:
@@ -425,6 +426,11 @@ class _Run:
         }
         self.index.remove(gone)
         self.report.removed += len(gone)
+
+
+def _has_lexical_file(index: Index) -> bool:
+    """Whether the committed generation has its lexical index (an ingest that adds one commits)."""
+    return "lexical" in index.manifest.files
 
 
 def _same_record(stored: DocumentRecord, document: Document) -> bool:

@@ -16,6 +16,17 @@ document beside its chunk vectors. For one query and a set of candidate document
 The weight w is chosen on a development split among :data:`WEIGHTS` (``ragidx eval``'s
 ``hybrid:auto``, with :mod:`ragidx.evaluate.selection`). The retriever and ``ragidx eval`` both
 score with these functions.
+
+Search mode ``hybrid`` fuses the dense score of each candidate document (whatever the dense side
+ranks by: max-sim, best-N mean, or the fused document/chunk score above) with its BM25 score
+(``ragidx.index.lexical``), by :func:`fuse_lexical`:
+
+* ``weighted`` — ``w · z(bm25) + (1 − w) · z(dense)``, each score z-normalised over the
+  candidates (mean 0, standard deviation 1; a constant column is all 0): BM25 is unbounded and
+  cosines are not, so raw scores cannot be mixed;
+* ``rrf`` — ``1 / (k + rank_dense) + 1 / (k + rank_bm25)`` with competition ranks (equal scores
+  share a rank), a document without a single query term taking no BM25 part (what LangChain's
+  ``EnsembleRetriever`` computes).
 """
 
 from __future__ import annotations
@@ -40,6 +51,31 @@ def fuse(document: np.ndarray, chunk: np.ndarray, config: HybridConfig) -> np.nd
     if config.fusion == "weighted":
         return config.weight * document + (1.0 - config.weight) * chunk
     return 1.0 / (config.rrf_k + ranks(document)) + 1.0 / (config.rrf_k + ranks(chunk))
+
+
+def zscore(scores: np.ndarray) -> np.ndarray:
+    """Scores standardised over the candidates (last axis); a constant column is all zero."""
+    std = scores.std(axis=-1, keepdims=True)
+    centred = scores - scores.mean(axis=-1, keepdims=True)
+    z: np.ndarray = np.divide(centred, std, out=np.zeros_like(centred, dtype=np.float64), where=std > 0)
+    return z
+
+
+def fuse_lexical(dense: np.ndarray, lexical: np.ndarray, weight: float | None, rrf_k: int = 60) -> np.ndarray:
+    """Fused scores of candidates (last axis) from their dense and BM25 scores: the weighted sum of
+    z-scores with the lexical ``weight``, or (``weight`` None) reciprocal-rank fusion."""
+    dense, lexical = np.asarray(dense, dtype=np.float64), np.asarray(lexical, dtype=np.float64)
+    if weight is not None:
+        return weight * zscore(lexical) + (1.0 - weight) * zscore(dense)
+    matched = lexical > 0
+    return 1.0 / (rrf_k + tied_ranks(dense)) + np.where(matched, 1.0 / (rrf_k + tied_ranks(lexical)), 0.0)
+
+
+def tied_ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based competition ranks of a 1-d score column: equal scores share the best rank, so the
+    ranks do not depend on the candidates' order."""
+    descending = -np.sort(scores)[::-1]
+    return 1 + np.searchsorted(descending, -scores, side="left")
 
 
 def best_mean(scores: np.ndarray, starts: np.ndarray, best: int | None = None) -> np.ndarray:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 Where = Callable[["DocumentRecord"], bool]
 Per = Literal["document", "chunk"]
+Mode = Literal["dense", "lexical", "hybrid"]
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,14 @@ class SearchOptions:
     match). ``per``: rank documents (a chunked document scores by its best chunk, reported once)
     or chunks. ``hybrid``: fuse a hybrid index's document and chunk levels this way instead of as
     its manifest says. ``best_chunks``: a document scores as the mean of its N best chunks instead
-    of as the manifest says (1: max-sim)."""
+    of as the manifest says (1: max-sim). ``mode``: rank by the vectors (``dense``), by BM25
+    (``lexical``), or by both fused (``hybrid``); None: hybrid where the index has a lexical
+    index, else dense. ``lexical_weight``: the BM25 weight of a hybrid search, or ``"rrf"``
+    (None: the manifest's)."""
 
     where: Where | None = None
     per: Per = "document"
     hybrid: HybridConfig | None = None
     best_chunks: int | None = None
+    mode: Mode | None = None
+    lexical_weight: float | Literal["rrf"] | None = None

@@ -21,10 +21,19 @@ strategy ``+best:N``, or ``best_chunks=N`` per search), exactly: the candidates 
 with the best max-sim, rescored from their stored vectors; a document outside them has a max-sim,
 and so a best-N mean, of at most the last candidate's max-sim, so once the ``k``-th best mean
 reaches that bound the ranking is final; otherwise the candidate set grows.
+
+With a lexical index (``ragidx.index.lexical``) a search has three modes: ``dense`` (all of the
+above), ``lexical`` (BM25 over whole documents; no model is loaded) and ``hybrid``, the default:
+the candidates are the union of the best ``max(k, 100)`` documents by the dense ranking and by
+BM25, each candidate's exact dense score (from its stored vectors, as the dense ranking scores it)
+and exact BM25 are fused by :func:`ragidx.search.fusion.fuse_lexical`, and every result carries
+both scores. A query with no searchable word (only stop words or punctuation) is ranked by the
+vectors alone, with a :class:`SearchNote` warning saying so.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,12 +42,13 @@ import numpy as np
 
 from ragidx.embed.config import HybridConfig
 from ragidx.errors import ConfigError
-from ragidx.search.fusion import best_mean, fuse
-from ragidx.search.options import Per, SearchOptions, Where
+from ragidx.search.fusion import best_mean, fuse, fuse_lexical
+from ragidx.search.options import Mode, Per, SearchOptions, Where
 from ragidx.search.snippets import snippet
 
 if TYPE_CHECKING:
     from ragidx.index.directory import Index
+    from ragidx.index.lexical import LexicalIndex
 
 
 HYBRID_CANDIDATES = 100  # a hybrid search fuses at least this many documents from each level
@@ -63,12 +73,14 @@ class SearchResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     document_score: float | None = None  # hybrid: the document-level cosine (score is the fused one)
     chunk_score: float | None = None  # hybrid: the best chunk's cosine
+    dense_score: float | None = None  # mode hybrid: the dense score (score is the fused one)
+    lexical_score: float | None = None  # modes lexical and hybrid: BM25
 
     def to_dict(self, with_text: bool = False) -> dict[str, Any]:
         data = asdict(self)
         if not with_text:
             data.pop("text")
-        for key in ("document_score", "chunk_score"):  # only hybrid searches have them
+        for key in ("document_score", "chunk_score", "dense_score", "lexical_score"):  # when known
             if data[key] is None:
                 data.pop(key)
         return data
@@ -81,14 +93,22 @@ class SearchResult:
         return self.text
 
 
+class SearchNote(UserWarning):
+    """Something a person should know about how a search ran (e.g. a fallback to dense)."""
+
+
 @dataclass(frozen=True)
 class Hit:
-    """One ranked vector: its id and score (hybrid: the best chunk, the fused score and both cosines)."""
+    """One ranked vector: its id and score (hybrid: the best chunk, the fused score and both
+    cosines). A lexical hit has no vector: ``vid`` None and its ``doc_id`` instead."""
 
-    vid: int
+    vid: int | None
     score: float
     document_score: float | None = None
     chunk_score: float | None = None
+    dense_score: float | None = None
+    lexical_score: float | None = None
+    doc_id: str | None = None
 
 
 class Retriever:
@@ -103,22 +123,138 @@ class Retriever:
     ) -> list[list[SearchResult]]:
         if not queries:
             return []
-        vectors, _ = self.index.encoder.embed(list(queries), role="query")
+        options = options or SearchOptions()
+        vectors = None
+        if self.mode(options) != "lexical" or not all(self._searchable(q) for q in queries):
+            vectors, _ = self.index.encoder.embed(list(queries), role="query")
         return self.rank(queries, vectors, k, options)
 
     def rank(
-        self, queries: Sequence[str], vectors: np.ndarray, k: int = 10, options: SearchOptions | None = None
+        self,
+        queries: Sequence[str],
+        vectors: np.ndarray | None,
+        k: int = 10,
+        options: SearchOptions | None = None,
     ) -> list[list[SearchResult]]:
-        """Results for query vectors (``queries`` only pick the snippets)."""
-        hits = self.hits(vectors, k, options)
+        """Results for queries and their vectors (dense mode: ``queries`` only pick the snippets;
+        ``vectors`` may be None in lexical mode)."""
+        options = options or SearchOptions()
+        mode = self.mode(options)
+        if mode == "dense":
+            assert vectors is not None
+            hits = self.hits(vectors, k, options)
+        else:
+            hits = [
+                self._with_lexical(mode, q, None if vectors is None else vectors[i], k, options)
+                for i, q in enumerate(queries)
+            ]
         return [self._results(query, h) for query, h in zip(queries, hits, strict=True)]
+
+    def mode(self, options: SearchOptions) -> Mode:
+        """The search mode ``options`` ask for (None: hybrid where there is a lexical index)."""
+        if options.mode is None:
+            lexical = self.index.lexical is not None and options.per == "document"
+            return "hybrid" if lexical else "dense"
+        if options.mode != "dense":
+            if self.index.lexical is None:
+                raise ConfigError(
+                    f"{self.index.name}: no lexical index (built before ragidx 0.2, or with "
+                    f"lexical.enabled = false); add one with: ragidx ingest PATHS --index "
+                    f"{self.index.name} --lexical"
+                )
+            if options.per == "chunk":
+                raise ConfigError(f"mode {options.mode} ranks whole documents; per='chunk' needs mode dense")
+        return options.mode
+
+    def _searchable(self, query: str) -> bool:
+        return self.index.lexical is None or bool(self.index.lexical.query_terms(query))
+
+    def _with_lexical(
+        self, mode: Mode, query: str, vector: np.ndarray | None, k: int, options: SearchOptions
+    ) -> list[Hit]:
+        """One query in mode ``lexical`` or ``hybrid`` (see the module docstring)."""
+        lexical = self.index.lexical
+        assert lexical is not None
+        if not self._searchable(query):
+            warnings.warn(
+                f"query {query!r} has no searchable word for BM25 (only stop words or punctuation): "
+                "ranked by the dense vectors",
+                SearchNote,
+                stacklevel=4,
+            )
+            assert vector is not None
+            return self.hits(vector[None, :], k, options)[0]
+        bm25 = lexical.scores(query)
+        accepted: dict[str, bool] = {}
+        matched = np.flatnonzero(bm25 > 0)
+        fetch = max(k, HYBRID_CANDIDATES) if mode == "hybrid" else k
+        by_lexical: dict[str, float] = {}  # the best BM25 documents, best first
+        for row in matched[np.argsort(-bm25[matched], kind="stable")]:
+            doc_id = lexical.doc_ids[row]
+            if self._accepts(doc_id, options.where, accepted):
+                by_lexical[doc_id] = float(bm25[row])
+                if len(by_lexical) == fetch:
+                    break
+        if mode == "lexical":
+            return [Hit(None, score, lexical_score=score, doc_id=d) for d, score in by_lexical.items()]
+        assert vector is not None
+        dense_hits = self.hits(vector[None, :], fetch, options)[0]
+        dense = {self.index.vector_record(h.vid).doc_id: h for h in dense_hits if h.vid is not None}
+        missing = [d for d in by_lexical if d not in dense]
+        if missing:
+            dense.update(self._dense_scores(vector, missing, options))
+        candidates = list(dense)
+        dense_scores = np.array([dense[d].score for d in candidates])
+        lexical_scores = np.array([_bm25_of(lexical, bm25, d) for d in candidates])
+        weight = self._lexical_weight(options)
+        fused = fuse_lexical(dense_scores, lexical_scores, weight, lexical.config.rrf_k)
+        order = np.lexsort((np.array(candidates), -fused))[:k]  # equal scores: by document id
+        return [
+            Hit(
+                dense[candidates[i]].vid,
+                float(fused[i]),
+                dense[candidates[i]].document_score,
+                dense[candidates[i]].chunk_score,
+                dense_score=float(dense_scores[i]),
+                lexical_score=float(lexical_scores[i]),
+            )
+            for i in order
+        ]
+
+    def _lexical_weight(self, options: SearchOptions) -> float | None:
+        """The BM25 weight of a hybrid search (None: reciprocal-rank fusion)."""
+        assert self.index.lexical is not None
+        asked = options.lexical_weight
+        if asked == "rrf":
+            return None
+        if asked is not None:
+            if not 0 <= asked <= 1:
+                raise ConfigError(f"lexical weight {asked}: give a number in [0, 1] or 'rrf'")
+            return float(asked)
+        config = self.index.lexical.config
+        return config.weight if config.fusion == "weighted" else None
+
+    def _dense_scores(self, vector: np.ndarray, doc_ids: list[str], options: SearchOptions) -> dict[str, Hit]:
+        """The exact dense score of documents outside the dense candidates, as :meth:`hits` would
+        score them (max-sim, best-N mean, or the fused document and chunk cosines)."""
+        stored = _StoredVectors(self.index, set(doc_ids))
+        document, chunk, top = stored.scores(vector, doc_ids, self.best_chunks(options.best_chunks))
+        config = self.hybrid_config(options.hybrid)
+        if config is None or document is None:
+            return {d: Hit(int(top[i]), float(chunk[i])) for i, d in enumerate(doc_ids)}
+        fused = fuse(document, chunk, config)
+        return {
+            d: Hit(int(top[i]), float(fused[i]), float(document[i]), float(chunk[i]))
+            for i, d in enumerate(doc_ids)
+        }
 
     def search_vectors(
         self, vectors: np.ndarray, k: int, options: SearchOptions | None = None
     ) -> list[list[tuple[int, float]]]:
         """Per query, up to ``k`` (vector id, score) pairs: one per document (its best vector; in
         a hybrid index its best chunk and fused score), or, ``per="chunk"``, the best vectors."""
-        return [[(h.vid, h.score) for h in hits] for hits in self.hits(vectors, k, options)]
+        found = self.hits(vectors, k, options)  # dense: every hit is a vector
+        return [[(h.vid, h.score) for h in hits if h.vid is not None] for hits in found]
 
     def hits(self, vectors: np.ndarray, k: int, options: SearchOptions | None = None) -> list[list[Hit]]:
         """Per query, up to ``k`` :class:`Hit`: one per document, or (``per="chunk"``) per vector."""
@@ -275,6 +411,25 @@ class Retriever:
     def _results(self, query: str, hits: list[Hit]) -> list[SearchResult]:
         results = []
         for rank, hit in enumerate(hits, start=1):
+            if hit.vid is None:  # a lexical hit: the document, its best sentence as the snippet
+                assert hit.doc_id is not None
+                doc = self.index.document(hit.doc_id)
+                results.append(
+                    SearchResult(
+                        rank=rank,
+                        score=hit.score,
+                        doc_id=doc.doc_id,
+                        source=doc.source,
+                        title=doc.title,
+                        snippet=snippet(doc.text, query),
+                        text=doc.text,
+                        embed_mode=doc.embed_mode,
+                        n_tokens=doc.n_tokens,
+                        metadata=doc.metadata,
+                        lexical_score=hit.lexical_score,
+                    )
+                )
+                continue
             span = self.index.vector_record(hit.vid)
             doc = self.index.document(span.doc_id)
             chunked = doc.embed_mode.split("+")[0] in ("chunk", "late")
@@ -303,9 +458,16 @@ class Retriever:
                     metadata=doc.metadata,
                     document_score=hit.document_score,
                     chunk_score=hit.chunk_score,
+                    dense_score=hit.dense_score,
+                    lexical_score=hit.lexical_score,
                 )
             )
         return results
+
+
+def _bm25_of(lexical: LexicalIndex, scores: np.ndarray, doc_id: str) -> float:
+    row = lexical.row(doc_id)
+    return 0.0 if row is None else float(scores[row])
 
 
 class _StoredVectors:

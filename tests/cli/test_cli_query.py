@@ -39,7 +39,9 @@ def test_query_table(index_dir: Path) -> None:
 
 
 def test_query_json(index_dir: Path) -> None:
-    result = runner.invoke(app, ["query", "beta garden music", "-i", str(index_dir), "--json", "-k", "3"])
+    result = runner.invoke(
+        app, ["query", "beta garden music", "-i", str(index_dir), "--json", "-k", "3", "--mode", "dense"]
+    )
     hits = json.loads(result.stdout)
     assert [h["rank"] for h in hits] == [1, 2, 3]
     assert hits[0]["doc_id"] == "b.txt" and hits[0]["score"] == pytest.approx(1.0, abs=1e-4)
@@ -111,7 +113,7 @@ def test_info(index_dir: Path, tmp_path: Path) -> None:
 
 
 def test_query_a_hybrid_index_shows_both_cosines_and_takes_another_fusion(hybrid_index: Path) -> None:
-    query = ["query", "Sentence 3 says river stone", "-i", str(hybrid_index), "-k", "8"]
+    query = ["query", "Sentence 3 says river stone", "-i", str(hybrid_index), "-k", "8", "--mode", "dense"]
     table = runner.invoke(app, query)
     assert table.exit_code == 0, table.output
     assert "best chunk" in table.stdout and "late chunk" in table.stdout
@@ -150,7 +152,7 @@ def test_best_chunks_at_ingest_and_query(tmp_path: Path, tiny_model: Path, index
     assert "documents score by the mean of their 2 best chunks" in " ".join(
         w for w in info.stdout.split() if w != "│"
     )
-    query = ["query", "Document 2", "-i", str(tmp_path / "best"), "-k", "4", "--json"]
+    query = ["query", "Document 2", "-i", str(tmp_path / "best"), "-k", "4", "--json", "--mode", "dense"]
     by_two = json.loads(runner.invoke(app, query).stdout)
     by_one = json.loads(runner.invoke(app, [*query, "--best-chunks", "1"]).stdout)
     assert all(hit["chunk"] is not None for hit in by_two)

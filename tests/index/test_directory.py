@@ -35,7 +35,12 @@ def _data_files(directory: Path) -> list[str]:
 
 
 def test_commit_writes_one_generation_and_cleans_the_old(built: Path, tiny_model: Path) -> None:
-    first = ["chunks-000001.parquet", "documents-000001.parquet", "lexical-000001.npz", "vectors-000001.faiss"]
+    first = [
+        "chunks-000001.parquet",
+        "documents-000001.parquet",
+        "lexical-000001.npz",
+        "vectors-000001.faiss",
+    ]
     assert _data_files(built) == first
     (built.parent / "docs" / "d3.txt").write_text("delta orange harbor")
     ingest(built.parent / "docs", built, RagidxConfig().override(model={"device": "cpu"}))
@@ -244,8 +249,8 @@ def test_in_memory_hybrid_index_refuses_a_document_without_its_document_vector(t
 
 
 def test_every_document_needs_exactly_one_document_level_vector(tiny_encoder: Encoder) -> None:
-    from ragidx.index.directory import check_agreement
     from ragidx.index.config import FaissConfig
+    from ragidx.index.directory import check_agreement
     from ragidx.index.faiss_index import FaissIndex
     from ragidx.index.store import DocumentRecord, Store, VectorRecord
 

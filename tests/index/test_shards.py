@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.index.directory import Index
 from ragidx.index.config import FaissConfig
+from ragidx.index.directory import Index
 from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.shards import ShardedFaissIndex
 from ragidx.ingestion.pipeline import ingest

@@ -33,7 +33,12 @@ def test_sound_index_verifies(built: Path) -> None:
     assert (report.generation, report.documents, report.vectors) == (1, 4, 4)
 
 
-DATA_FILES = ["vectors-000001.faiss", "documents-000001.parquet", "chunks-000001.parquet", "lexical-000001.npz"]
+DATA_FILES = [
+    "vectors-000001.faiss",
+    "documents-000001.parquet",
+    "chunks-000001.parquet",
+    "lexical-000001.npz",
+]
 
 
 @pytest.mark.parametrize("name", DATA_FILES)

@@ -67,7 +67,7 @@ def test_reingest_skips_unchanged_and_replaces_changed(tmp_path: Path, tiny_mode
     assert after.store.n_documents == 6
     assert after.vectors.ntotal == after.store.n_vectors
     assert after.store.document("short.txt").text == "Lighthouses warn ships about rocks."
-    hits = after.search("Lighthouses warn ships about rocks.", k=1)
+    hits = after.search("Lighthouses warn ships about rocks.", k=1, mode="dense")
     assert hits[0].doc_id == "short.txt" and hits[0].score == pytest.approx(1.0, abs=1e-4)
 
 

@@ -35,7 +35,7 @@ def test_chunked_documents_are_reported_once_with_their_best_chunk(tmp_path: Pat
     chunk_rows = [index.store.vector(int(v)) for v in index.store.vids()]
     chunk = next(r for r in chunk_rows if r.doc_id == "long1.txt" and r.ordinal == 3)
     query = index.encoder.tokenizer.decode(tokens.ids[chunk.tok_start : chunk.tok_end])
-    hits = index.search(query, k=10)
+    hits = index.search(query, k=10, mode="dense")
     assert hits[0].doc_id == "long1.txt"
     assert sorted(h.doc_id for h in hits) == ["long0.txt", "long1.txt", "long2.txt"]  # deduplicated
     assert hits[0].chunk is not None and hits[0].chunk["ordinal"] == 3
@@ -62,7 +62,7 @@ def test_k_larger_than_the_index(tmp_path: Path, tiny_model: Path) -> None:
         tmp_path / "ix",
         RagidxConfig().override(model={"model": str(tiny_model), "device": "cpu"}),
     )
-    hits = Index.open(tmp_path / "ix").search("one", k=50)
+    hits = Index.open(tmp_path / "ix").search("one", k=50, mode="dense")
     assert len(hits) == 1 and hits[0].doc_id == "a.txt"
 
 
@@ -89,16 +89,16 @@ def test_where_filters_while_ranking_and_chunks_rank_on_their_own(tmp_path: Path
     index = Index.open(tmp_path / "ix")
     query = index.store.document("d01.txt").text
     wanted = {"d00.txt", "d03.txt", "d06.txt"}
-    hits = index.search(query, k=3, where=lambda record: record.doc_id in wanted)
+    hits = index.search(query, k=3, where=lambda record: record.doc_id in wanted, mode="dense")
     assert {h.doc_id for h in hits} == wanted  # far down the unfiltered ranking, still all found
-    assert index.search(query, k=3, where=lambda record: False) == []
+    assert index.search(query, k=3, where=lambda record: False, mode="dense") == []
 
-    chunks = index.search(index.store.document("d03.txt").text[:200], k=6, per="chunk")
+    chunks = index.search(index.store.document("d03.txt").text[:200], k=6, per="chunk", mode="dense")
     assert len(chunks) == 6 and len({h.doc_id for h in chunks}) < 6  # several chunks of a document
     for hit in chunks:
         if hit.chunk is not None:
             assert hit.passage == hit.text[hit.chunk["char_start"] : hit.chunk["char_end"]]
-    documents = index.search(index.store.document("d03.txt").text[:200], k=6)
+    documents = index.search(index.store.document("d03.txt").text[:200], k=6, mode="dense")
     assert len({h.doc_id for h in documents}) == 6
 
 
@@ -123,7 +123,7 @@ QUERY = "Sentence 3 says river stone light garden"
 def test_hybrid_weight_one_is_the_document_ranking_and_zero_max_sim(hybrid_index: Path) -> None:
     index = Index.open(hybrid_index)
     document, chunk = _brute_force(index, QUERY)
-    by_document = index.search(QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=1.0))
+    by_document = index.search(QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=1.0), mode="dense")
     assert [h.doc_id for h in by_document] == sorted(document, key=lambda d: -document[d])
     for hit in by_document:
         assert hit.score == pytest.approx(document[hit.doc_id], abs=1e-5)
@@ -133,7 +133,7 @@ def test_hybrid_weight_one_is_the_document_ranking_and_zero_max_sim(hybrid_index
             assert hit.chunk is not None and hit.chunk["ordinal"] == chunk[hit.doc_id][1]
         else:
             assert hit.embed_mode == "whole" and hit.chunk is None
-    by_chunk = index.search(QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=0.0))
+    by_chunk = index.search(QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=0.0), mode="dense")
     qv, _ = index.encoder.embed([QUERY], role="query")
     max_sim = Retriever(index)._max_sim(qv, 8, None, "document")[0]  # the chunk level alone
     assert [h.doc_id for h in by_chunk] == [index.store.vector(v).doc_id for v, _ in max_sim]
@@ -148,20 +148,20 @@ def test_hybrid_rrf_matches_a_hand_computed_fusion(hybrid_index: Path) -> None:
     doc_rank = {d: r for r, d in enumerate(sorted(document, key=lambda d: -document[d]), start=1)}
     chunk_rank = {d: r for r, d in enumerate(sorted(chunk, key=lambda d: -chunk[d][0]), start=1)}
     expected = {d: 1 / (60 + doc_rank[d]) + 1 / (60 + chunk_rank[d]) for d in document}
-    hits = index.search(QUERY, k=8)  # the manifest's fusion: RRF, k = 60
+    hits = index.search(QUERY, k=8, mode="dense")  # the manifest's fusion: RRF, k = 60
     assert len(hits) == 8 == len({h.doc_id for h in hits})
     assert {h.doc_id: h.score for h in hits} == pytest.approx(expected, abs=1e-9)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    top = index.search(QUERY, k=3)
+    top = index.search(QUERY, k=3, mode="dense")
     assert [h.doc_id for h in top] == [h.doc_id for h in hits[:3]]
 
 
 def test_hybrid_where_filter_and_per_chunk(hybrid_index: Path) -> None:
     index = Index.open(hybrid_index)
     wanted = {"h0.txt", "h5.txt", "h7.txt"}
-    hits = index.search(QUERY, k=5, where=lambda record: record.doc_id in wanted)
+    hits = index.search(QUERY, k=5, where=lambda record: record.doc_id in wanted, mode="dense")
     assert {h.doc_id for h in hits} == wanted
-    chunks = index.search(QUERY, k=12, per="chunk")
+    chunks = index.search(QUERY, k=12, per="chunk", mode="dense")
     assert len(chunks) == 12 and len({h.doc_id for h in chunks}) < 12
     assert all(h.chunk is None or h.chunk["ordinal"] >= 0 for h in chunks)  # chunk level only
     assert all(h.document_score is None for h in chunks)
@@ -173,16 +173,16 @@ def test_hybrid_override_needs_a_hybrid_index(tmp_path: Path, tiny_model: Path) 
     (tmp_path / "d" / "a.txt").write_text("one")
     ingest(tmp_path / "d", tmp_path / "ix", RagidxConfig().override(model={"model": str(tiny_model)}))
     with pytest.raises(ConfigError, match="not a hybrid index"):
-        Index.open(tmp_path / "ix").search("one", hybrid=HybridConfig())
+        Index.open(tmp_path / "ix").search("one", hybrid=HybridConfig(), mode="dense")
 
 
 def test_hybrid_batches_match_single_queries(hybrid_index: Path) -> None:
     """More queries than one reconstruction group (HYBRID_GROUP): the same results as one by one."""
     index = Index.open(hybrid_index)
     queries = [f"Sentence {i} says river" for i in range(20)]
-    batch = index.search_many(queries, k=4)
+    batch = index.search_many(queries, k=4, mode="dense")
     for query, hits in zip(queries[::6], batch[::6], strict=True):
-        single = index.search(query, k=4)
+        single = index.search(query, k=4, mode="dense")
         assert [(h.doc_id, h.score, h.chunk) for h in hits] == [(h.doc_id, h.score, h.chunk) for h in single]
 
 
@@ -223,7 +223,7 @@ def test_best_n_is_exact_against_brute_force(
         for best in (2, 3):
             expected = _best_n_brute_force(index, query, best)
             for k in (1, 4, 12):
-                hits = index.search(query, k=k, best_chunks=best)
+                hits = index.search(query, k=k, best_chunks=best, mode="dense")
                 assert [h.doc_id for h in hits] == sorted(expected, key=lambda d: -expected[d][0])[:k]
                 assert [h.score for h in hits] == pytest.approx(
                     [expected[h.doc_id][0] for h in hits], abs=1e-5
@@ -242,15 +242,17 @@ def test_best_n_is_exact_against_brute_force(
                         expected[hit.doc_id][1], abs=1e-5
                     )
     wanted = {"b01.txt", "b04.txt", "b05.txt", "b10.txt"}
-    filtered = index.search(QUERY, k=3, best_chunks=2, where=lambda record: record.doc_id in wanted)
+    filtered = index.search(
+        QUERY, k=3, best_chunks=2, where=lambda record: record.doc_id in wanted, mode="dense"
+    )
     expected = _best_n_brute_force(index, QUERY, 2)
     assert [h.doc_id for h in filtered] == sorted(wanted, key=lambda d: -expected[d][0])[:3]
-    assert [h.doc_id for h in index.search(QUERY, k=5, best_chunks=1)] == [
-        h.doc_id for h in index.search(QUERY, k=5)
+    assert [h.doc_id for h in index.search(QUERY, k=5, best_chunks=1, mode="dense")] == [
+        h.doc_id for h in index.search(QUERY, k=5, mode="dense")
     ]  # best 1 is max-sim
-    batch = index.search_many([QUERY, "light stone"] * 10, k=3, best_chunks=2)  # > one group
+    batch = index.search_many([QUERY, "light stone"] * 10, k=3, best_chunks=2, mode="dense")  # > one group
     assert [h.doc_id for h in batch[-1]] == [
-        h.doc_id for h in index.search("light stone", k=3, best_chunks=2)
+        h.doc_id for h in index.search("light stone", k=3, best_chunks=2, mode="dense")
     ]
 
 
@@ -265,15 +267,19 @@ def test_best_n_from_the_manifest_and_in_a_hybrid_index(
     ingest(docs, tmp_path / "ix", tiny_config(tiny_model, long_doc))
     index = Index.open(tmp_path / "ix")
     assert index.manifest.long_doc.best_chunks == 2
-    default = index.search(QUERY, k=5)
+    default = index.search(QUERY, k=5, mode="dense")
     assert [(h.doc_id, h.score) for h in default] == [
-        (h.doc_id, h.score) for h in index.search(QUERY, k=5, best_chunks=2)
+        (h.doc_id, h.score) for h in index.search(QUERY, k=5, best_chunks=2, mode="dense")
     ]
-    assert [h.score for h in default] != [h.score for h in index.search(QUERY, k=5, best_chunks=1)]
+    assert [h.score for h in default] != [
+        h.score for h in index.search(QUERY, k=5, best_chunks=1, mode="dense")
+    ]
     # hybrid, w = 0: the chunk level alone, scored by the best-2 mean
     hybrid = Index.open(hybrid_index)
     expected = _best_n_brute_force(hybrid, QUERY, 2)
-    hits = hybrid.search(QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=0.0), best_chunks=2)
+    hits = hybrid.search(
+        QUERY, k=8, hybrid=HybridConfig(fusion="weighted", weight=0.0), best_chunks=2, mode="dense"
+    )
     assert [h.doc_id for h in hits] == sorted(expected, key=lambda d: -expected[d][0])
     assert [h.chunk_score for h in hits] == pytest.approx([expected[h.doc_id][0] for h in hits], abs=1e-5)
 
@@ -284,5 +290,5 @@ def test_best_n_needs_a_chunked_index(tmp_path: Path, tiny_model: Path) -> None:
     ingest(tmp_path / "d", tmp_path / "ix", tiny_config(tiny_model, {"policy": "pcw"}))
     index = Index.open(tmp_path / "ix")
     with pytest.raises(ConfigError, match="needs an index ingested with --long-doc chunk or late"):
-        index.search("one", best_chunks=2)
-    assert len(index.search("one", best_chunks=1)) == 1
+        index.search("one", best_chunks=2, mode="dense")
+    assert len(index.search("one", best_chunks=1, mode="dense")) == 1

@@ -48,6 +48,14 @@ class RagidxRetriever(BaseRetriever):
     hybrid: HybridConfig | None = Field(
         None, description="a hybrid index: fuse its document and chunk cosines this way, not the manifest's"
     )
+    mode: Literal["dense", "lexical", "hybrid"] | None = Field(
+        None,
+        description="rank by the vectors, by BM25, or both fused (default: hybrid where the index has a "
+        "lexical index, else dense); each Document's metadata has dense_score and lexical_score",
+    )
+    lexical_weight: float | Literal["rrf"] | None = Field(
+        None, description="hybrid: BM25's weight in [0, 1], or 'rrf' (default: the index's)"
+    )
     best_chunks: int | None = Field(
         None,
         ge=1,
@@ -92,6 +100,8 @@ class RagidxRetriever(BaseRetriever):
             per=per,
             hybrid=self.hybrid,
             best_chunks=self.best_chunks,
+            mode=self.mode,
+            lexical_weight=self.lexical_weight,
         )
         return [_document(r, per) for r in results if threshold is None or r.score >= threshold]
 
@@ -134,5 +144,8 @@ def _document(result: SearchResult, per: str) -> Document:
     if result.document_score is not None:  # a hybrid index: the two cosines the score fuses
         metadata["document_score"] = result.document_score
         metadata["chunk_score"] = result.chunk_score
+    for key in ("dense_score", "lexical_score"):  # modes hybrid and lexical: each signal's score
+        if getattr(result, key) is not None:
+            metadata[key] = getattr(result, key)
     text = result.passage if per == "chunk" else result.text
     return to_langchain(result.doc_id, text, metadata)

@@ -32,15 +32,16 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from ragidx.embed.config import EncoderConfig, LongDocConfig
 from ragidx.embed.encoder import Encoder
+from ragidx.embed.pooling import l2_normalize
 from ragidx.errors import InputError, ModelError
-from ragidx.index.config import FaissConfig
+from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.directory import Index
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import ExternalEncoderInfo
 from ragidx.ingestion.pipeline import add_documents, add_embedded
 from ragidx.integrations.langchain.documents import MetadataFilter, from_record, record_filter, to_ragidx
 from ragidx.integrations.langchain.embeddings import RagidxEmbeddings
-from ragidx.search.options import SearchOptions
+from ragidx.search.options import Mode, SearchOptions
 from ragidx.search.retriever import Retriever
 
 
@@ -54,13 +55,17 @@ class RagidxVectorStore(VectorStore):
         long_doc: LongDocConfig | None = None,
         faiss_config: FaissConfig | None = None,
         index: Index | None = None,
+        lexical: LexicalConfig | None = None,
     ) -> None:
         """A new, empty store. ``embedding``: ``None`` (ragidx's default model), a
         :class:`RagidxEmbeddings`, or any LangChain ``Embeddings``. ``long_doc``: the long-document
         policy for ragidx encoders (default: the embedding's, or chunk). ``faiss_config``: the FAISS
-        factory. ``index``: an opened index (use :meth:`load`)."""
+        factory. ``index``: an opened index (use :meth:`load`). ``lexical``: the BM25 index kept
+        beside the vectors (default on; ``LexicalConfig(enabled=False)``: none), searched with
+        ``similarity_search(query, mode="hybrid" | "lexical")``."""
         self._embedding = embedding
         self._faiss = faiss_config or FaissConfig()
+        self._lexical = lexical or LexicalConfig()
         self._index = index
         if index is not None:
             self._check_embedding(index)
@@ -71,7 +76,7 @@ class RagidxVectorStore(VectorStore):
                 encoder = Encoder.from_settings(EncoderConfig(), policy)
             else:
                 policy, encoder = long_doc or embedding.long_doc, embedding.encoder
-            self._index = Index.create(None, encoder, policy, self._faiss)
+            self._index = Index.create(None, encoder, policy, self._faiss, self._lexical)
 
     # ----------------------------------------------------------------------------- lifecycle
     @classmethod
@@ -156,7 +161,7 @@ class RagidxVectorStore(VectorStore):
             vectors = np.asarray(self._embedding.embed_documents([d.text for d in chosen]), dtype=np.float32)
             if self._index is None:
                 info = ExternalEncoderInfo(name=external_name(self._embedding), dim=vectors.shape[1])
-                self._index = Index.create(None, info, faiss_config=self._faiss)
+                self._index = Index.create(None, info, faiss_config=self._faiss, lexical=self._lexical)
             add_embedded(self._index, chosen, vectors)
         return ids
 
@@ -182,10 +187,17 @@ class RagidxVectorStore(VectorStore):
     def similarity_search_with_score(
         self, query: str, k: int = 4, *, filter: MetadataFilter | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """The ``k`` best documents with their cosine similarity (higher is closer)."""
+        """The ``k`` best documents with their cosine similarity (higher is closer). ``mode``:
+        ``"dense"`` (the default, LangChain's contract: scores are cosines), ``"hybrid"`` (BM25
+        fused with the cosine; the score is the fused one, the metadata has ``dense_score`` and
+        ``lexical_score``) or ``"lexical"`` (BM25)."""
         if self._is_empty():
             return []
-        return self._search(self._embed_query(query), k, filter)
+        mode = kwargs.get("mode", "dense")
+        if mode not in ("dense", "hybrid", "lexical"):
+            raise ValueError(f"mode {mode!r}: use dense, hybrid or lexical")
+        vector = None if mode == "lexical" else self._embed_query(query)
+        return self._search(vector, k, filter, query=query, mode=mode)
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, *, filter: MetadataFilter | None = None, **kwargs: Any
@@ -268,13 +280,29 @@ class RagidxVectorStore(VectorStore):
         return np.asarray(self._embedding.embed_query(query), dtype=np.float32)
 
     def _search(
-        self, vector: np.ndarray, k: int, filter: MetadataFilter | None
+        self,
+        vector: np.ndarray | None,
+        k: int,
+        filter: MetadataFilter | None,
+        query: str = "",
+        mode: Mode = "dense",
     ) -> list[tuple[Document, float]]:
         assert self._index is not None
-        where = None if filter is None else record_filter(filter)
-        results = self._index.search_by_vectors([""], vector[None, :], k, where=where)[0]
+        options = SearchOptions(where=None if filter is None else record_filter(filter), mode=mode)
+        if vector is not None:
+            vector = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+            self._index.check_query_vectors(vector)
+            vector = l2_normalize(vector)
+        results = Retriever(self._index).rank([query], vector, k, options)[0]
         records = self._index.get([r.doc_id for r in results])
-        return [(from_record(rec), r.score) for rec, r in zip(records, results, strict=True)]
+        out = []
+        for record, result in zip(records, results, strict=True):
+            document = from_record(record)
+            for key in ("dense_score", "lexical_score"):
+                if getattr(result, key) is not None:
+                    document.metadata[key] = getattr(result, key)
+            out.append((document, result.score))
+        return out
 
 
 def external_name(embedding: Embeddings) -> str:

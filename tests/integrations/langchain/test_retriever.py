@@ -127,7 +127,7 @@ def test_retriever_on_a_hybrid_late_index(hybrid_index: Path) -> None:
         if doc.metadata["embed_mode"] == "late":
             assert doc.metadata["chunk"]["ordinal"] >= 0 and doc.metadata["chunk"]["char_end"] > 0
     by_document = RagidxRetriever.from_index(
-        hybrid_index, k=8, hybrid=HybridConfig(fusion="weighted", weight=1.0)
+        hybrid_index, k=8, hybrid=HybridConfig(fusion="weighted", weight=1.0), mode="dense"
     ).invoke(query)
     scores = [d.metadata["score"] for d in by_document]
     assert scores == pytest.approx([d.metadata["document_score"] for d in by_document])

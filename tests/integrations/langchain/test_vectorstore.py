@@ -116,7 +116,7 @@ def test_save_load_and_the_wrong_embedding_is_refused(tmp_path: Path) -> None:
 def test_an_index_from_ragidx_ingest_opens_without_an_embedding(example_index: Path) -> None:
     store = RagidxVectorStore.load(example_index, device="cpu")
     query = "Who invented Bircher muesli?"
-    expected = Index.open(example_index).search(query, k=3)
+    expected = Index.open(example_index).search(query, k=3, mode="dense")  # the store: cosines
     scored = store.similarity_search_with_score(query, k=3)
     assert [(d.id, round(s, 5)) for d, s in scored] == [(r.doc_id, round(r.score, 5)) for r in expected]
     doc = scored[0][0]
