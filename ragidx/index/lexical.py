@@ -165,6 +165,7 @@ class LexicalIndex:
         self._rows = {doc_id: row for row, doc_id in enumerate(doc_ids)}
         self._vocab = {term: i for i, term in enumerate(terms)}
         self._pending: list[Postings] = []
+        self._pending_ids: dict[str, int] = {}  # a pending document → its batch in _pending
         self._removed: set[str] = set()
 
     @property
@@ -188,6 +189,8 @@ class LexicalIndex:
     def add(self, postings: Postings) -> None:
         """Add analysed documents (one with an id already here replaces it)."""
         self.remove(postings.doc_ids)
+        for doc_id in postings.doc_ids:
+            self._pending_ids[doc_id] = len(self._pending)
         self._pending.append(postings)
 
     def add_texts(self, doc_ids: Sequence[str], texts: Iterable[str]) -> None:
@@ -196,7 +199,9 @@ class LexicalIndex:
     def remove(self, doc_ids: Iterable[str]) -> None:
         doc_ids = set(doc_ids)
         self._removed |= doc_ids & self._rows.keys()
-        self._pending = [_without(p, doc_ids) for p in self._pending]
+        batches = {self._pending_ids.pop(d) for d in doc_ids if d in self._pending_ids}
+        for batch in batches:  # only the pending batches that hold one of them are rewritten
+            self._pending[batch] = _without(self._pending[batch], doc_ids)
 
     def flush(self) -> None:
         """Apply pending additions and removals: one merge, O(postings), no re-analysis."""
@@ -233,7 +238,7 @@ class LexicalIndex:
         self.lengths = np.concatenate(lengths).astype(np.int32)
         self._rows = {doc_id: row for row, doc_id in enumerate(doc_ids)}
         self._vocab = {term: i for i, term in enumerate(self._terms)}
-        self._pending, self._removed = [], set()
+        self._pending, self._pending_ids, self._removed = [], {}, set()
 
     # ----------------------------------------------------------------------------- search
     def __len__(self) -> int:

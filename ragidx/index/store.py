@@ -103,6 +103,7 @@ class Store:
         self._documents = documents
         self._vectors = vectors
         self._new_docs: list[dict[str, Any]] = []
+        self._new_ids: dict[str, int] = {}  # a document added since the last _apply → its row in _new_docs
         self._new_vectors: list[dict[str, Any]] = []
         self._removed: set[str] = set()
         self._doc_rows: dict[str, int] | None = None
@@ -136,9 +137,12 @@ class Store:
 
     # ----------------------------------------------------------------------------- mutations
     def add(self, document: DocumentRecord, vectors: list[VectorRecord]) -> None:
+        """Queue a document (applied at the next read that needs it: adding n documents costs
+        O(n), not O(n²); the rows of documents already applied do not move)."""
+        self._new_ids[document.doc_id] = len(self._new_docs)
         self._new_docs.append(document.to_row())
         self._new_vectors.extend(asdict(v) for v in vectors)
-        self._doc_rows = self._vid_rows = self._doc_vectors = None
+        self._vid_rows = self._doc_vectors = None
 
     def remove(self, doc_ids: set[str]) -> np.ndarray:
         """Drop documents; returns the vector ids that belonged to them."""
@@ -163,8 +167,16 @@ class Store:
         return int(self._vectors.num_rows)
 
     def sha256(self, doc_id: str) -> str | None:
-        row = self._doc_index().get(doc_id)
-        return None if row is None else self._documents["sha256"][row].as_py()
+        """The document's content hash (None: not in the store); answered without applying
+        queued documents, so an ingest's per-document check stays O(1)."""
+        if doc_id in self._new_ids:
+            return str(self._new_docs[self._new_ids[doc_id]]["sha256"])
+        if doc_id in self._removed:
+            return None
+        if self._doc_rows is None:
+            self._doc_rows = {d: i for i, d in enumerate(self._documents["doc_id"].to_pylist())}
+        row = self._doc_rows.get(doc_id)
+        return None if row is None else str(self._documents["sha256"][row].as_py())
 
     def document(self, doc_id: str) -> DocumentRecord:
         row = self._doc_index()[doc_id]
@@ -240,10 +252,14 @@ class Store:
             self._documents = self._documents.filter(pc.invert(pc.is_in(self._documents["doc_id"], gone)))
             self._vectors = self._vectors.filter(pc.invert(pc.is_in(self._vectors["doc_id"], gone)))
             self._removed = set()
+            self._doc_rows = None
         if self._new_docs:
             new = pa.Table.from_pylist(self._new_docs, schema=DOCUMENT_SCHEMA)
+            if self._doc_rows is not None:  # appended rows: extend the index instead of rebuilding it
+                base = self._documents.num_rows
+                self._doc_rows.update({d: base + i for d, i in self._new_ids.items()})
             self._documents = pa.concat_tables([self._documents, new])
-            self._new_docs = []
+            self._new_docs, self._new_ids = [], {}
         if self._new_vectors:
             new = pa.Table.from_pylist(self._new_vectors, schema=VECTOR_SCHEMA)
             self._vectors = pa.concat_tables([self._vectors, new])

@@ -204,8 +204,9 @@ def commit_files(
             "nothing was committed; fix or exclude them, or drop --strict (embedded batches are kept "
             "and reused)"
         )
-    lexical_added = index.lexical is not None and index.manifest.generation > 0 and not _has_lexical_file(index)
-    if changed or lexical_added:
+    committed = index.manifest.generation > 0
+    added_lexical = index.lexical is not None and committed and not _has_lexical_file(index)
+    if changed or added_lexical:
         faults.point("before-commit")
         index.commit()
     if run.checkpoints:
