@@ -73,6 +73,13 @@ def _assert_same_index(directory: Path, clean: Path) -> None:
     for doc_id, (vids, vectors) in want.items():
         assert got[doc_id][0] == vids, doc_id
         np.testing.assert_allclose(got[doc_id][1], vectors, atol=1e-5)
+    lexical, clean_lexical = Index.open(directory).lexical, Index.open(clean).lexical
+    assert lexical is not None and clean_lexical is not None  # resumed: the same BM25 postings
+    assert sorted(lexical.doc_ids) == sorted(clean_lexical.doc_ids)
+    for query in ("Document 3", "first record"):
+        ours = dict(zip(lexical.doc_ids, lexical.scores(query).tolist(), strict=True))
+        theirs = dict(zip(clean_lexical.doc_ids, clean_lexical.scores(query).tolist(), strict=True))
+        assert ours == pytest.approx(theirs, abs=1e-6)
 
 
 @pytest.fixture(scope="module")

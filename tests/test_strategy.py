@@ -101,9 +101,50 @@ def test_best_n_scores_chunked_strategies_and_is_not_embedded():
         ("chunk:x", "needs a number"),
         ("truncate:3", "takes no argument"),
         ("tau:0.5", "give a base strategy"),
+        ("bm25:0.3", "bm25:… fuses BM25 with a dense strategy; give one"),
+        ("bm25:rrf", "bm25:… fuses BM25 with a dense strategy; give one"),
+        ("bm25+chunk", "bm25 alone ranks by BM25 only; to fuse BM25 with a dense strategy, append"),
+        ("bm25+tau:0.5", "bm25 alone ranks by BM25 only"),
+        ("bm25+bm25", "bm25 given twice"),
+        ("chunk+bm25:1.5", r"use \+bm25:rrf, \+bm25:auto or \+bm25:<w> with w \(BM25's weight\) in \[0, 1\]"),
+        ("chunk+bm25:heavy", r"use \+bm25:rrf, \+bm25:auto or \+bm25:<w>"),
+        ("chunk+bm25:0.3+bm25:rrf", "bm25:… given twice"),
     ],
 )
 def test_bad_specs_are_one_line_errors(spec, message):
     with pytest.raises(ConfigError, match=message) as caught:
         parse(spec)
     assert "\n" not in str(caught.value)
+
+
+def test_bm25_alone_is_lexical_only_and_embeds_nothing():
+    bm25 = parse("bm25")
+    assert (bm25.policy, bm25.lexical_only, bm25.lexical, bm25.whole_document) == ("bm25", True, True, False)
+    assert bm25.dense is bm25 and bm25.lexical_fusion is None
+    with pytest.raises(ConfigError, match="BM25 alone embeds nothing") as caught:
+        bm25.long_doc(4096)  # ragidx ingest --strategy bm25, a probe: one line, not a crash
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "fusion", "weight", "dense"),
+    [
+        ("chunk+bm25:0.3", "weighted", 0.3, "chunk"),
+        ("chunk:256:0+best:2+bm25:rrf", "rrf", None, "chunk:256:0+best:2"),
+        ("pcw+bm25:auto", "auto", None, "pcw"),
+        ("extend:pi+bm25:0", "weighted", 0.0, "extend:pi"),
+        ("bm25:1+late:256+hybrid:auto", "weighted", 1.0, "late:256+hybrid:auto"),
+        ("chunk + bm25:0.7", "weighted", 0.7, "chunk"),
+    ],
+)
+def test_bm25_fusion_rides_on_any_dense_strategy(spec, fusion, weight, dense):
+    strategy = parse(spec)
+    assert (strategy.lexical_fusion, strategy.lexical_weight) == (fusion, weight)
+    assert strategy.lexical and not strategy.lexical_only
+    assert strategy.dense.spec == dense and not strategy.dense.lexical
+    assert strategy.dense == parse(dense)
+    assert strategy.long_doc(4096) == parse(dense).long_doc(4096)  # the same vectors as its dense part
+    config = strategy.lexical_config()
+    assert config.fusion == ("rrf" if fusion == "rrf" else "weighted")
+    assert config.weight == (weight if fusion == "weighted" else 0.7)  # auto keeps the default
+    assert (config.k1, config.b, config.stemmer, config.stopwords) == (1.5, 0.75, "english", "english")

@@ -81,6 +81,13 @@ def test_grid_file_resumes_the_same_folder(evaluated: Path, tiny_model: Path, tm
             2,
             "strategy fancy: unknown part",
         ),
+        (
+            ["eval", "-t", "passkey", "-s", "bm25:0.3", "--out", "x"],
+            2,
+            "strategy bm25:0.3: bm25:… fuses BM25 with a dense strategy",
+        ),
+        (["eval", "-t", "passkey", "-s", "chunk+bm25:2", "--out", "x"], 2, "+bm25:<w> with w (BM25's"),
+        (["eval", "-t", "passkey", "-s", "bm25+chunk", "--out", "x"], 2, "append +bm25:<w|rrf|auto> to it"),
     ],
 )
 def test_bad_input_is_one_line_and_an_exit_code(
@@ -160,3 +167,12 @@ def test_sample_through_the_cli_and_compare(tiny_model: Path, tmp_path: Path) ->
     assert table.exit_code == 0 and "QMSum, 3 docs" in table.stdout
     refused = runner.invoke(app, [*args[:-1], "--sample", "0"])
     assert refused.exit_code == 2 and "--sample" in refused.output
+
+
+def test_help_teaches_the_bm25_strategies() -> None:
+    result = runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "'bm25': BM25 alone over whole documents" in text
+    assert "'+bm25:<w|rrf|auto>'" in text and "chunk:256:0+best:2+bm25:auto" in text
+    assert "--strategy bm25 --strategy chunk --strategy chunk+bm25:auto" in text  # the example

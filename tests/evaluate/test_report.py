@@ -205,3 +205,30 @@ def test_synthetic_plots_draw_one_line_per_strategy_from_the_smallest_fitting_ma
     assert list(lines["chunk (73.3)"].get_xdata()) == [256, 2048, 4096]
     assert list(lines["chunk (73.3)"].get_ydata()) == [90.0, 70.0, 60.0]
     assert lines["chunk (73.3)"].get_color() != lines["truncate (47.5)"].get_color()
+
+
+def test_bm25_rows_compare_each_hybrid_with_its_two_parts(tmp_path: Path) -> None:
+    """The BM25 section: each +bm25 hybrid against its dense part (same L_t) and BM25 alone, Δ to the
+    better part; the tuned weights shown; BM25 records kept out of "whole document vs chunking"."""
+    from ragidx.evaluate.plots import write_plots
+
+    bm25 = _record("bm25", {256: 80.0}, 0.0, lexical_bytes_per_doc=900.0)
+    bm25.timing = bm25.timing.model_copy(update={"tokens_embedded": 0, "embed_seconds": 0.0})
+    chunk = _record("chunk", {256: 60.0}, 3.0).model_copy(update={"max_length": 256})
+    tuning = {"256": {"fold_weights": [0.7] * 5, "weight_on_all_queries": 0.7}}
+    auto = _record("chunk+bm25:auto", {256: 84.0}, 3.0, lexical_tuning=tuning)
+    rrf = _record("chunk+bm25:rrf", {256: 79.0}, 3.0)
+    whole = _record("extend:pi+bm25:0.5", {256: 90.0}, 1.0).model_copy(update={"whole_document": True})
+    records = [bm25, chunk, *(r.model_copy(update={"max_length": 256}) for r in (auto, rrf, whole))]
+    table = markdown(EvalResults(records=records))
+    section = table.split("## BM25 and hybrids")[1].split("\n## ")[0]
+    assert "| bm25 | 80.0 | – | 80.0 | – | – |" in section
+    assert "| chunk+bm25:auto @256 | 84.0 | 60.0 | 80.0 | +4.0 | bm25 w 0.70 |" in section
+    assert "| chunk+bm25:rrf @256 | 79.0 | 60.0 | 80.0 | -1.0 | – |" in section
+    assert "| extend:pi+bm25:0.5 @256 | 90.0 | – | 80.0 | – | – |" in section  # its dense part not run
+    verdicts = table.split("## Whole document vs chunking")[1].split("\n## ")[0]
+    assert "bm25" not in verdicts  # embeddings against embeddings only
+    tradeoff = table.split("## Quality vs index size")[1]
+    assert "| bm25 ★ | 0.0 |" in tradeoff and "(no encoder)" in tradeoff
+    written = write_plots(EvalResults(records=records), tmp_path)  # BM25 has no place on a log axis
+    assert any(p.name.endswith("__tradeoff.png") for p in written)

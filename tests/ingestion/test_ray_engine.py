@@ -49,6 +49,8 @@ def _same_index(local: Path, distributed: Path) -> None:
     np.testing.assert_allclose(a.vectors_of(vids), b.vectors_of(vids), atol=1e-5)
     assert a.manifest.counts == b.manifest.counts
     assert a.manifest.embedding_fingerprint() == b.manifest.embedding_fingerprint()
+    assert a.lexical is not None and b.lexical is not None  # the same BM25 index, byte for byte
+    assert a.manifest.files["lexical"].sha256 == b.manifest.files["lexical"].sha256
     for query in ("Document 3", "first record", long_text(12, seed=7)):
         hits_a, hits_b = a.search(query, k=5), b.search(query, k=5)
         assert [h.doc_id for h in hits_a] == [h.doc_id for h in hits_b]
