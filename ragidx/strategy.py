@@ -22,7 +22,14 @@ A spec is a base strategy with optional modifiers joined by ``+``:
   too, fused with the best chunk by reciprocal-rank fusion or ``w·doc + (1−w)·chunk``; ``auto``
   (``ragidx eval`` only) chooses w by cross-validation. The document vector comes from the
   single-vector base given beside the chunk base (``pcw+chunk:256+hybrid:rrf``,
-  ``chunk:256+extend:pi+hybrid:0.3``), else from the late pass itself (late) or pcw (chunk).
+  ``chunk:256+extend:pi+hybrid:0.3``), else from the late pass itself (late) or pcw (chunk);
+* ``bm25`` — alone: BM25 over whole documents (``ragidx.index.lexical``), no vectors (``ragidx eval``
+  only: an index gets its BM25 index at ingest by default);
+* ``bm25:<w>``, ``bm25:rrf`` or ``bm25:auto`` — appended to a dense strategy
+  (``chunk:256:0+best:2+bm25:auto``, ``pcw+bm25:0.7``): the dense document scores fused with BM25 as
+  a hybrid search does (``ragidx.search.fusion.fuse_lexical``): ``w·z(bm25) + (1−w)·z(dense)`` with
+  w BM25's weight, or reciprocal-rank fusion; ``auto`` (``ragidx eval`` only) chooses w by
+  cross-validation.
 
 :func:`parse` turns a spec into a :class:`Strategy`; :meth:`Strategy.long_doc` and
 :meth:`Strategy.encoder_config` give the :class:`~ragidx.embed.config.LongDocConfig` (with its
@@ -42,13 +49,16 @@ from pydantic import ValidationError
 from ragidx.config import RagidxConfig
 from ragidx.embed.config import METHODS, EncoderConfig, LongDocConfig
 from ragidx.errors import ConfigError, describe_validation
+from ragidx.index.config import LexicalConfig
 
 BASES = ("truncate", "chunk", "pcw", "extend", "late")
 CHUNKED = ("chunk", "late")
+LEXICAL = "bm25"  # alone: BM25 only; bm25:<w|rrf|auto>: fused with the dense strategy it is appended to
 GRAMMAR = (
     "truncate, chunk[:N[:O]], pcw, extend:<method|preset.toml>, late[:N[:O]], lmk:<g>, tau:<τ>, "
-    "vectors:<K>, best:<N>, hybrid:<rrf|w|auto>, joined by '+'"
+    "vectors:<K>, best:<N>, hybrid:<rrf|w|auto>, bm25:<w|rrf|auto>, joined by '+'; or bm25 alone"
 )
+_LEXICAL_FIELDS = ("lexical_fusion", "lexical_weight")
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,37 @@ class Strategy:
     weight: float | None = None  # hybrid weighted: the document cosine's weight
     document: str | None = None  # hybrid: pass, pcw, extend or truncate
     best_chunks: int | None = None  # chunk, late: score by the mean of the N best vectors
+    lexical_fusion: str | None = None  # +bm25: "rrf", "weighted" or "auto" (weighted, tuned by ragidx eval)
+    lexical_weight: float | None = None  # +bm25 weighted: BM25's weight
+
+    @property
+    def lexical_only(self) -> bool:
+        """True for ``bm25`` alone: BM25 over whole documents, nothing embedded."""
+        return self.policy == LEXICAL
+
+    @property
+    def lexical(self) -> bool:
+        """True when BM25 takes part in the ranking (``bm25`` alone, or ``+bm25:…``)."""
+        return self.lexical_only or self.lexical_fusion is not None
+
+    @property
+    def dense(self) -> Strategy:
+        """The dense strategy without its ``+bm25:…`` part (itself when it has none)."""
+        if self.lexical_fusion is None:
+            return self
+        parts = [p.strip() for p in self.spec.split("+") if p.strip()]
+        parts = [p for p in parts if p.partition(":")[0] != LEXICAL]
+        return replace(self, spec="+".join(parts), lexical_fusion=None, lexical_weight=None)
+
+    def lexical_config(self, base: LexicalConfig | None = None) -> LexicalConfig:
+        """``base`` (default: the library's BM25 settings) with this strategy's fusion: ``bm25:rrf``,
+        ``bm25:<w>``; ``bm25:auto`` keeps the base weight (ragidx eval tunes it per task)."""
+        base = base or LexicalConfig()
+        if self.lexical_fusion == "rrf":
+            return base.model_copy(update={"fusion": "rrf"})
+        if self.lexical_fusion == "weighted":
+            return base.model_copy(update={"fusion": "weighted", "weight": self.lexical_weight})
+        return base
 
     @property
     def whole_document(self) -> bool:
@@ -107,7 +148,13 @@ class Strategy:
         """The long-document config for texts cut to ``max_tokens`` (LongEmbed's L_t; the extended
         pass of ``extend`` reaches it; a preset brings its own target length). With a chunk-level
         base and an extension (``late+extend:pi``, a hybrid's extended document vector) it is the
-        extended pass length instead, and documents are not cut."""
+        extended pass length instead, and documents are not cut. A ``+bm25:…`` part changes
+        nothing here (the same vectors as the dense part); ``bm25`` alone has no such config."""
+        if self.lexical_only:
+            raise ConfigError(
+                f"strategy {self.spec}: BM25 alone embeds nothing (ragidx eval only); an index gets its "
+                "BM25 index at ingest by default, and searches fuse it (ragidx query --mode)"
+            )
         raw: dict[str, Any] = {"policy": self.policy}
         extension: dict[str, Any] = {}
         if self.preset is not None:
@@ -172,7 +219,11 @@ def parse(spec: str) -> Strategy:
             options["best_chunks"] = _number(spec, part, arg, int)
         elif name == "hybrid":
             options.update(_hybrid(spec, arg))
-        elif name in BASES:
+        elif name == LEXICAL and arg:
+            if "lexical_fusion" in options:
+                raise ConfigError(f"strategy {spec}: bm25:… given twice")
+            options.update(_lexical(spec, arg))
+        elif name in BASES or name == LEXICAL:
             if name in bases:
                 raise ConfigError(f"strategy {spec}: {name} given twice")
             bases[name] = _base(spec, name, arg)
@@ -183,7 +234,26 @@ def parse(spec: str) -> Strategy:
 
 def _combine(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any]) -> dict[str, Any]:
     """One strategy from its bases: one base, or a chunk-level base (chunk, late) with a
-    single-vector one (the late pass's extension, or a hybrid's document vector)."""
+    single-vector one (the late pass's extension, or a hybrid's document vector); or BM25 alone.
+    A ``+bm25:…`` part rides on any of them."""
+    if LEXICAL in bases:
+        if len(bases) > 1 or options:
+            raise ConfigError(
+                f"strategy {spec}: bm25 alone ranks by BM25 only; to fuse BM25 with a dense strategy, "
+                "append +bm25:<w|rrf|auto> to it (e.g. chunk+bm25:auto)"
+            )
+        return {"policy": LEXICAL}
+    lexical = {name: options.pop(name) for name in _LEXICAL_FIELDS if name in options}
+    if lexical and not bases and "landmark_every" not in options:
+        raise ConfigError(
+            f"strategy {spec}: bm25:… fuses BM25 with a dense strategy; give one (e.g. chunk+bm25:auto), "
+            "or bm25 alone for BM25 only"
+        )
+    return {**_dense(spec, bases, options), **lexical}
+
+
+def _dense(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any]) -> dict[str, Any]:
+    """The dense part of a strategy: one base, or a chunk-level base with a single-vector one."""
     chunked = [bases[name] for name in CHUNKED if name in bases]
     single = [(name, base) for name, base in bases.items() if name not in CHUNKED]
     hybrid = "fusion" in options
@@ -224,6 +294,16 @@ def _hybrid(spec: str, arg: str) -> dict[str, Any]:
         return parse_fusion(arg)
     except ValueError as exc:
         raise ConfigError(f"strategy {spec}: {exc}") from None
+
+
+def _lexical(spec: str, arg: str) -> dict[str, Any]:
+    try:
+        fusion = parse_fusion(arg)
+    except ValueError:
+        raise ConfigError(
+            f"strategy {spec}: use +bm25:rrf, +bm25:auto or +bm25:<w> with w (BM25's weight) in [0, 1]"
+        ) from None
+    return {"lexical_fusion": fusion["fusion"], "lexical_weight": fusion.get("weight")}
 
 
 def parse_fusion(arg: str) -> dict[str, Any]:

@@ -29,7 +29,9 @@ eval_app = typer.Typer(
     help=(
         "Evaluate long-document strategies on LongEmbed tasks (whole-document extension vs chunking).\n\n"
         "Example:  ragidx eval --task passkey --task qmsum --strategy chunk --strategy pcw "
-        "--strategy extend:pi --max-length 4096 --lengths 256,512,1024,2048 --out results/minilm"
+        "--strategy extend:pi --max-length 4096 --lengths 256,512,1024,2048 --out results/minilm\n\n"
+        "BM25 alone and fused with chunks:  ragidx eval --task qmsum --max-length 4096 --strategy bm25 "
+        "--strategy chunk --strategy chunk+bm25:auto --strategy chunk+bm25:rrf --out results/lexical"
     ),
     rich_markup_mode="rich",
 )
@@ -134,7 +136,11 @@ def eval_command(
             "late[:N[:O]] | lmk:<g>; add '+tau:<τ>' (TempScale), '+vectors:<K>' (chunk/late: K "
             "vectors per document), '+best:<N>' (chunk/late: score by the mean of the N best chunks), "
             "'+hybrid:<rrf|w|auto>' (chunk/late plus a document vector; auto tunes w by 5-fold "
-            "cross-validation), e.g. late:256+extend:pi+hybrid:rrf. Repeatable (default chunk).",
+            "cross-validation), e.g. late:256+extend:pi+hybrid:rrf. 'bm25': BM25 alone over whole "
+            "documents (nothing embedded); '+bm25:<w|rrf|auto>' on any of the above: its document "
+            "scores fused with BM25 as a hybrid search does (w = BM25's weight over z-scores, rrf, or "
+            "auto: w tuned by 5-fold cross-validation), e.g. chunk:256:0+best:2+bm25:auto. "
+            "Repeatable (default chunk).",
         ),
     ] = None,
     select: Annotated[

@@ -136,7 +136,15 @@ def _with_strategy(
         long_doc = long_doc.model_copy(
             update={"hybrid": long_doc.hybrid.model_copy(update={"tuned_on": tuned_on})}
         )
-    return settings.model_copy(update={"long_doc": long_doc, "model": parsed.encoder_config(settings.model)})
+    if parsed.lexical_fusion == "auto":
+        raise ConfigError(
+            f"--strategy {spec}: bm25:auto is chosen by cross-validation in ragidx eval (results.json, "
+            "parameters.lexical_tuning); ingest with bm25:<that w> or bm25:rrf"
+        )
+    update: dict[str, object] = {"long_doc": long_doc, "model": parsed.encoder_config(settings.model)}
+    if parsed.lexical:  # +bm25:<w|rrf>: the fusion the index records for its hybrid searches
+        update["lexical"] = parsed.lexical_config(settings.lexical).model_copy(update={"enabled": True})
+    return settings.model_copy(update=update)
 
 
 def _pooling_option(value: str | None) -> dict[str, object]:

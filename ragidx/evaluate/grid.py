@@ -112,8 +112,9 @@ class EvalGrid(BaseModel):
 
 
 def max_lengths_for(strategy: Strategy, lengths: Sequence[int | None]) -> list[int | None]:
-    """Max lengths that change this strategy: truncate ignores them, presets fix their own."""
-    if strategy.policy == "truncate":
+    """Max lengths that change this strategy: truncate and BM25 alone (whole documents) ignore them,
+    presets fix their own."""
+    if strategy.policy == "truncate" or strategy.lexical_only:
         return [None]
     if strategy.preset is not None:
         return [strategy.long_doc(None).extension.target_length]

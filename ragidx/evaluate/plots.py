@@ -5,7 +5,8 @@
 * real tasks: the main metric against the max length L_t, one line per strategy (strategies that
   ignore L_t, such as truncate, are drawn as a flat line over the lengths run);
 * quality vs index size: per model and task, each strategy's score against its vectors per
-  document (log scale), the Pareto front drawn as a step line.
+  document (log scale), the Pareto front drawn as a step line; a strategy without vectors
+  (``bm25``) as a dotted horizontal line.
 """
 
 from __future__ import annotations
@@ -68,11 +69,19 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
 
 def _tradeoff(plt: object, rows: list[EvalRecord], path: Path, task: str, model: str) -> Path:
     figure, axes = plt.subplots(figsize=(7.2, 4.6))  # type: ignore[attr-defined]
+    for i, record in enumerate(r for r in rows if r.parameters["vectors_per_doc"] <= 0):
+        name = f"{label(record)} (no vectors): {record.score:.1f}"  # no place on a log axis: a line
+        axes.axhline(record.score, color=f"C{(i + 3) % 10}", linestyle=":", label=name)
     for record in rows:
         x = record.parameters["vectors_per_doc"]
+        if x <= 0:
+            continue
         axes.scatter([x], [record.score], s=28)
         axes.annotate(label(record), (x, record.score), fontsize=7, xytext=(4, 3), textcoords="offset points")
-    front = sorted(pareto(rows), key=lambda r: r.parameters["vectors_per_doc"])
+    front = sorted(
+        (r for r in pareto(rows) if r.parameters["vectors_per_doc"] > 0),
+        key=lambda r: r.parameters["vectors_per_doc"],
+    )
     axes.step(
         [r.parameters["vectors_per_doc"] for r in front],
         [r.score for r in front],

@@ -124,12 +124,12 @@ def merge_lengths(records: Sequence[EvalRecord]) -> list[EvalRecord]:
         metrics = {k: sum(g.metrics[k] for g in ordered) / len(ordered) for k in ordered[0].metrics}
         parameters = dict(same[0].parameters)
         docs = [sum(g.n_docs for g in r.groups) for r in same]
-        for name in ("vectors_per_doc", "index_bytes_per_doc"):
+        for name in ("vectors_per_doc", "index_bytes_per_doc", "lexical_bytes_per_doc"):
             values = [r.parameters.get(name) for r in same]
             known = [v for v in values if v is not None]
             if len(known) == len(values):
                 parameters[name] = sum(v * n for v, n in zip(known, docs, strict=True)) / sum(docs)
-        for name in ("hybrid_tuning", "selection"):  # per group: each record's own groups
+        for name in ("hybrid_tuning", "lexical_tuning", "selection"):  # per group: each record's own
             if any(name in r.parameters for r in same):
                 parameters[name] = {k: v for r in same for k, v in r.parameters.get(name, {}).items()}
         main = same[0].main_metric
@@ -249,6 +249,8 @@ def markdown(results: EvalResults) -> str:
             lines += ["", f"## {task_title(task)}: Acc@1 per length", ""]
             lines += _table(["strategy", *map(str, lengths), "avg"], per_length, [*map(str, lengths), "avg"])
     lines += ["", "## Whole document vs chunking", "", *verdicts(records)]
+    if any(_lexical(r) for r in records):
+        lines += ["", "## BM25 and hybrids", "", *lexical_table(records)]
     if any("vectors_per_doc" in r.parameters for r in records):
         lines += ["", "## Quality vs index size", "", *tradeoff(records)]
     lines += ["", "## Commands", "", *[f"    {c}" for c in results.commands]]
@@ -282,6 +284,9 @@ def verdicts(records: Sequence[EvalRecord]) -> list[str]:
     for model in dict.fromkeys(r.model for r in records):
         for task in _tasks(r for r in records if r.model == model):
             mine = [r for r in records if r.model == model and task_column(r.task) == task]
+            mine = [r for r in mine if not _lexical(r)]  # embeddings against embeddings
+            if not mine:
+                continue
             whole = [r for r in mine if r.whole_document]
             chunked = [r for r in mine if _bases(r) <= {"chunk", "pcw"}]
             if not whole or not chunked:
@@ -313,18 +318,83 @@ def _bases(record: EvalRecord) -> set[str]:
     return {spec.split("+")[0].split(":")[0] for spec in specs}
 
 
+def _specs(record: EvalRecord) -> list[str]:
+    """The strategies of a record: its own, or a selection's candidates."""
+    return list(record.parameters.get("candidates") or [record.strategy])
+
+
+def _lexical(record: EvalRecord) -> bool:
+    """True when BM25 takes part in the record's ranking (``bm25``, ``+bm25:…``, or a selection
+    among such candidates)."""
+    return any(p.strip().partition(":")[0] == "bm25" for spec in _specs(record) for p in spec.split("+"))
+
+
+def _dense_part(spec: str) -> str | None:
+    """A ``+bm25:…`` strategy's dense part (None: not such a strategy)."""
+    parts = [p.strip() for p in spec.split("+") if p.strip()]
+    dense = [p for p in parts if p.partition(":")[0] != "bm25"]
+    return "+".join(dense) if dense and len(dense) < len(parts) else None
+
+
 def _tuned(record: EvalRecord) -> str:
-    """What cross-validation chose on all queries, per group: hybrid weights, or a selection's choice."""
+    """What cross-validation chose on all queries, per group: hybrid (document) and BM25 weights, or
+    a selection's choice."""
     if "selection" in record.parameters:
         return ", ".join(s["choice_on_all_queries"] for s in record.parameters["selection"].values())
-    tuning = record.parameters.get("hybrid_tuning")
-    return ", ".join(f"w {t['weight_on_all_queries']:.2f}" for t in tuning.values()) if tuning else "–"
+    hybrid = record.parameters.get("hybrid_tuning") or {}
+    lexical = record.parameters.get("lexical_tuning") or {}
+    chosen = []
+    for group in dict.fromkeys([*hybrid, *lexical]):
+        parts = [f"w {hybrid[group]['weight_on_all_queries']:.2f}"] if group in hybrid else []
+        if group in lexical:
+            parts.append(f"bm25 w {lexical[group]['weight_on_all_queries']:.2f}")
+        chosen.append(" · ".join(parts))
+    return ", ".join(chosen) or "–"
+
+
+def lexical_table(records: Sequence[EvalRecord]) -> list[str]:
+    """Per model and task: BM25 alone, and each ``+bm25:…`` hybrid against its two parts (its dense
+    strategy at the same L_t and BM25 alone, where both were run): Δ is the hybrid's score minus
+    the better part's."""
+    lines: list[str] = []
+    names = model_names(r.model for r in records)
+    for model in dict.fromkeys(r.model for r in records):
+        for task in _tasks(r for r in records if r.model == model):
+            mine = [r for r in records if r.model == model and task_column(r.task) == task]
+            bm25 = next((r for r in mine if r.strategy == "bm25"), None)
+            hybrids = [r for r in mine if _dense_part(r.strategy) is not None]
+            if bm25 is None and not hybrids:
+                continue
+            prefix = f"{names[model]}, " if len(names) > 1 else ""
+            lines += [
+                f"**{prefix}{task_title(task)}** ({mine[0].main_metric}; Δ = hybrid − the better part)",
+                "",
+                "| strategy | score | dense part | BM25 alone | Δ | tuned per group |",
+                "|---|---|---|---|---|---|",
+            ]
+            if bm25 is not None:
+                lines.append(f"| {cell(label(bm25))} | {bm25.score:.1f} | – | {bm25.score:.1f} | – | – |")
+            for hybrid in hybrids:
+                spec = _dense_part(hybrid.strategy)
+                dense = next(
+                    (r for r in mine if r.strategy == spec and r.max_length == hybrid.max_length), None
+                )
+                parts = [r.score for r in (dense, bm25) if r is not None]
+                delta = f"{hybrid.score - max(parts):+.1f}" if len(parts) == 2 else "–"
+                lines.append(
+                    f"| {cell(label(hybrid))} | {hybrid.score:.1f} | "
+                    f"{'–' if dense is None else f'{dense.score:.1f}'} | "
+                    f"{'–' if bm25 is None else f'{bm25.score:.1f}'} | {delta} | {cell(_tuned(hybrid))} |"
+                )
+            lines.append("")
+    return lines
 
 
 def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
     """Per task: each strategy's score against its vectors per document and index bytes (float32,
-    flat), the encoder throughput of the run that embedded it, and the Pareto front (no other
-    strategy scores higher with as few or fewer vectors) marked ★."""
+    flat; plus the BM25 index's file for ``bm25`` and ``+bm25:…``), the encoder throughput of the
+    run that embedded it, and the Pareto front (no other strategy scores higher with as few or
+    fewer vectors) marked ★."""
     lines: list[str] = []
     names = model_names(r.model for r in records)
     for task in _tasks(records):
@@ -340,10 +410,11 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
         ]
         for r in sorted(mine, key=lambda r: (r.parameters["vectors_per_doc"], -r.score)):
             speed = r.timing.tokens_embedded / r.timing.embed_seconds if r.timing.tokens_embedded else None
+            shown = f"{speed:,.0f}" if speed else "(no encoder)" if r.strategy == "bm25" else "(cached)"
             lines.append(
                 f"| {cell(label(r, names))}{' ★' if r in front else ''} | "
                 f"{r.parameters['vectors_per_doc']:.1f} | {_kib(r)} | "
-                f"{f'{speed:,.0f}' if speed else '(cached)'} | {r.score:.1f} | {cell(_tuned(r))} |"
+                f"{shown} | {r.score:.1f} | {cell(_tuned(r))} |"
             )
         lines.append("")
     return lines

@@ -3,7 +3,9 @@
 The entry point of ``ragidx eval``. For each (model, strategy, max length, task) of an
 :class:`~ragidx.evaluate.grid.EvalGrid`, :func:`evaluate_one` embeds every document and query of the
 task's groups through the cache (:mod:`ragidx.evaluate.embedding`), ranks the documents
-(:mod:`ragidx.evaluate.scoring`), writes the TREC run and computes the metrics. A selection
+(:mod:`ragidx.evaluate.scoring`), writes the TREC run and computes the metrics; ``bm25`` embeds
+nothing and ``+bm25:…`` fuses BM25 in, with each group's BM25 computed once per run
+(:mod:`ragidx.evaluate.lexical`). A selection
 (``--select A,B,C``) is scored by :func:`select_one` from its candidates' runs: each query fold
 ranked by the candidate chosen on the other folds (:mod:`ragidx.evaluate.selection`).
 Records already in the output folder's ``results.json`` are skipped
@@ -36,6 +38,7 @@ from ragidx.evaluate.grid import (
     max_lengths_for,
     run_file,
 )
+from ragidx.evaluate.lexical import LexicalGroup, LexicalScores
 from ragidx.evaluate.metrics import evaluate
 from ragidx.evaluate.report import (
     EvalRecord,
@@ -46,10 +49,11 @@ from ragidx.evaluate.report import (
     read_results,
     write_results,
 )
-from ragidx.evaluate.scoring import search, tuned_search
+from ragidx.evaluate.scoring import TOP_K, LexicalFusion, bm25_rankings, rank
 from ragidx.evaluate.selection import cross_validated_rankings
 from ragidx.evaluate.tasks import Task, TaskGroup, load_task
 from ragidx.index.manifest import now
+from ragidx.search.retriever import HYBRID_CANDIDATES
 from ragidx.search.trec import open_run, read_run_file, trec_id, write_run
 from ragidx.strategy import Strategy, parse
 
@@ -73,12 +77,23 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
     encoders = Encoders(grid.device, grid.dtype, grid.batch_size)
     strategies = [parse(s) for s in grid.strategies]
     records = Records(results, out, grid, progress)
+    lexical = LexicalScores()
 
     def evaluation(
         task: Task, model: str, strategy: Strategy, length: int | None
     ) -> Callable[[], EvalRecord]:
         return functools.partial(
-            evaluate_one, task, model, strategy, length, encoders, cache, out, grid.seed, progress
+            evaluate_one,
+            task,
+            model,
+            strategy,
+            length,
+            encoders,
+            cache,
+            out,
+            grid.seed,
+            progress,
+            lexical=lexical,
         )
 
     for model in grid.models:
@@ -129,8 +144,12 @@ def evaluate_one(
     out: Path,
     seed: int,
     progress: EvalProgress,
+    lexical: LexicalScores | None = None,
 ) -> EvalRecord:
-    """One record: every group of ``task`` embedded, searched and scored; the TREC run written."""
+    """One record: every group of ``task`` embedded, searched and scored; the TREC run written.
+    ``lexical``: the run's BM25 scores (``bm25``, ``+bm25:…``; default: computed here)."""
+    if strategy.lexical_only:
+        return _evaluate_bm25(task, model, strategy, encoders, out, seed, progress, lexical)
     started = time.perf_counter()
     long_doc = strategy.long_doc(max_length)
     encoder, encoder_id = encoders.get(model, strategy.model_overrides, long_doc.extension)
@@ -138,22 +157,50 @@ def evaluate_one(
     groups: list[GroupScore] = []
     run_path = run_file(out, task, strategy.spec, max_length, model)
     temporary = run_path.with_name(f".{run_path.name}.tmp")
-    hybrid: dict[str, Any] = {}
+    tuning: dict[str, dict[str, Any]] = {}
     n_vectors = 0
+    lexical_bytes = 0
+    if strategy.lexical and lexical is None:
+        lexical = LexicalScores()
     with open_run(temporary, compress=True) as handle:
         for group in task.groups:
-            docs = embed_documents(encoder, encoder_id, strategy, long_doc, group, cache, stats, progress)
+            dense = strategy.dense
+            docs = embed_documents(encoder, encoder_id, dense, long_doc, group, cache, stats, progress)
             queries = embed_queries(encoder, encoder_id, long_doc.extension, group, cache, stats, progress)
             n_vectors += len(docs.vectors) + (0 if docs.documents is None else len(docs.documents))
-            best = long_doc.best_chunks
-            if strategy.fusion == "auto":
-                ranked, hybrid[group.name] = tuned_search(queries, docs, group, task.main_metric, seed, best)
-            else:
-                ranked = search(queries, docs, hybrid=long_doc.hybrid, best=best)
+            fusion = None
+            if strategy.lexical:
+                assert lexical is not None
+                progress.stage(f"{group.name}: BM25", 1)
+                scores = lexical.group(group)
+                progress.advance(1)
+                lexical_bytes += scores.index_bytes
+                config = strategy.lexical_config(lexical.config)
+                weight = None if config.fusion == "rrf" else config.weight
+                fusion = LexicalFusion(scores, weight, strategy.lexical_fusion == "auto", config.rrf_k)
+            ranked, tuned = rank(
+                queries,
+                docs,
+                group,
+                task.main_metric,
+                seed,
+                hybrid=long_doc.hybrid,
+                best=long_doc.best_chunks,
+                tune_hybrid=strategy.fusion == "auto",
+                lexical=fusion,
+            )
+            for name, chosen in tuned.items():
+                tuning.setdefault(name, {})[group.name] = chosen
             run = dict(zip(group.queries, ranked, strict=True))
             groups.append(_write_and_score(handle, group, run, file_part(strategy.spec), dict(docs.modes)))
     temporary.replace(run_path)
     means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
+    n_docs = max(sum(len(g.corpus) for g in task.groups), 1)
+    extra: dict[str, Any] = {}
+    if strategy.lexical:
+        assert lexical is not None
+        extra["lexical"] = _lexical_parameters(strategy, lexical)
+        extra["lexical_bytes_per_doc"] = lexical_bytes / n_docs
     return EvalRecord(
         task=task.name,
         task_source=task.source,
@@ -172,12 +219,10 @@ def evaluate_one(
             "encoder_overrides": strategy.model_overrides,
             "window": encoder.window_size,
             "pooling": encoder.pooling.model_dump(mode="json"),
-            "vectors_per_doc": n_vectors / max(sum(len(g.corpus) for g in task.groups), 1),
-            "index_bytes_per_doc": 4
-            * encoder.dim
-            * n_vectors
-            / max(sum(len(g.corpus) for g in task.groups), 1),
-            **({"hybrid_tuning": hybrid} if hybrid else {}),
+            "vectors_per_doc": n_vectors / n_docs,
+            "index_bytes_per_doc": (4 * encoder.dim * n_vectors + lexical_bytes) / n_docs,
+            **extra,
+            **tuning,
         },
         timing=Timing(
             seconds=time.perf_counter() - started,
@@ -193,6 +238,90 @@ def evaluate_one(
         created=now().isoformat(),
         run_file=str(run_path.relative_to(out)),
     )
+
+
+def _evaluate_bm25(
+    task: Task,
+    model: str,
+    strategy: Strategy,
+    encoders: Encoders,
+    out: Path,
+    seed: int,
+    progress: EvalProgress,
+    lexical: LexicalScores | None,
+) -> EvalRecord:
+    """The ``bm25`` record: every group ranked by BM25 over whole documents; nothing embedded (the
+    model only names the record and generated passkey/needle's documents)."""
+    started = time.perf_counter()
+    lexical = lexical or LexicalScores()
+    encoder, _ = encoders.get(model, {}, ExtensionConfig())
+    run_path = run_file(out, task, strategy.spec, None, model)
+    temporary = run_path.with_name(f".{run_path.name}.tmp")
+    groups: list[GroupScore] = []
+    scored: list[LexicalGroup] = []
+    with open_run(temporary, compress=True) as handle:
+        for group in task.groups:
+            progress.stage(f"{group.name}: BM25", 1)
+            scored.append(lexical.group(group))
+            progress.advance(1)
+            run = dict(zip(group.queries, bm25_rankings(scored[-1]), strict=True))
+            modes = {"bm25": len(group.corpus)}
+            groups.append(_write_and_score(handle, group, run, file_part(strategy.spec), modes))
+    temporary.replace(run_path)
+    means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
+    n_docs = max(sum(len(g.corpus) for g in task.groups), 1)
+    lexical_bytes = sum(s.index_bytes for s in scored) / n_docs
+    return EvalRecord(
+        task=task.name,
+        task_source=task.source,
+        main_metric=task.main_metric,
+        score=means[task.main_metric],
+        metrics=means,
+        groups=groups,
+        model=portable(model),
+        model_fingerprint=encoder.folder.fingerprint(),
+        strategy=strategy.spec,
+        whole_document=False,
+        max_length=None,
+        seed=seed,
+        parameters={
+            "lexical": _lexical_parameters(strategy, lexical),
+            "vectors_per_doc": 0.0,
+            "index_bytes_per_doc": lexical_bytes,
+            "lexical_bytes_per_doc": lexical_bytes,
+        },
+        timing=Timing(
+            seconds=time.perf_counter() - started,
+            embed_seconds=0.0,
+            tokens_embedded=0,
+            docs_embedded=0,
+            docs_cached=0,
+            queries_embedded=0,
+            queries_cached=0,
+        ),
+        hardware=hardware(encoder),
+        ragidx_version=__version__,
+        created=now().isoformat(),
+        run_file=str(run_path.relative_to(out)),
+    )
+
+
+def _lexical_parameters(strategy: Strategy, lexical: LexicalScores) -> dict[str, Any]:
+    """What a lexical record ranks by: the BM25 settings, and for a hybrid its fusion and the
+    candidates per side (as a hybrid search)."""
+    fields = {"k1", "b", "stemmer", "stopwords", "lowercase"}
+    settings = lexical.config.model_dump(mode="json", include=fields)
+    if strategy.lexical_only:
+        return {"fusion": "none (BM25 alone)", "documents": "whole", **settings}
+    config = strategy.lexical_config(lexical.config)
+    return {
+        "fusion": "auto" if strategy.lexical_fusion == "auto" else config.fusion,
+        "weight": None if config.fusion == "rrf" or strategy.lexical_fusion == "auto" else config.weight,
+        "rrf_k": config.rrf_k,
+        "candidates_per_side": max(TOP_K, HYBRID_CANDIDATES),
+        "documents": "whole",
+        **settings,
+    }
 
 
 def select_one(
@@ -277,6 +406,8 @@ def _select_group(
 
     def ranking(spec: str, qid: str) -> list[tuple[str, float]]:
         found = runs[spec].get(trec_id(qid))
+        if found is None and parse(spec).lexical_only:
+            return []  # BM25 alone returns nothing for a query without a searchable word
         if found is None:
             raise ConfigError(
                 f"the run of {spec} has no ranking for query {qid!r}; re-run {spec} with --force"

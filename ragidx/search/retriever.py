@@ -201,7 +201,10 @@ class Retriever:
         dense_hits = self.hits(vector[None, :], fetch, options)[0]
         dense = {self.index.vector_record(h.vid).doc_id: h for h in dense_hits if h.vid is not None}
         missing = [d for d in by_lexical if d not in dense]
-        if missing:
+        two_level_rrf = (config := self.hybrid_config(options.hybrid)) is not None and config.fusion == "rrf"
+        if two_level_rrf:  # ranks depend on the candidate set: score the whole union together
+            dense = self._dense_scores(vector, [*dense, *missing], options)
+        elif missing:
             dense.update(self._dense_scores(vector, missing, options))
         candidates = list(dense)
         dense_scores = np.array([dense[d].score for d in candidates])
@@ -235,8 +238,8 @@ class Retriever:
         return config.weight if config.fusion == "weighted" else None
 
     def _dense_scores(self, vector: np.ndarray, doc_ids: list[str], options: SearchOptions) -> dict[str, Hit]:
-        """The exact dense score of documents outside the dense candidates, as :meth:`hits` would
-        score them (max-sim, best-N mean, or the fused document and chunk cosines)."""
+        """The exact dense score of documents, as :meth:`hits` scores them (max-sim, best-N mean,
+        or the fused document and chunk cosines; RRF ranks among ``doc_ids``)."""
         stored = _StoredVectors(self.index, set(doc_ids))
         document, chunk, top = stored.scores(vector, doc_ids, self.best_chunks(options.best_chunks))
         config = self.hybrid_config(options.hybrid)
