@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ragidx import __version__
 from ragidx.embed.cache import EmbeddingCache
@@ -56,6 +56,9 @@ from ragidx.index.manifest import now
 from ragidx.search.retriever import HYBRID_CANDIDATES
 from ragidx.search.trec import open_run, read_run_file, trec_id, write_run
 from ragidx.strategy import Strategy, parse
+
+if TYPE_CHECKING:
+    from ragidx.embed.encoder import Encoder
 
 __all__ = ["evaluate_one", "run_grid", "select_one"]
 
@@ -194,49 +197,44 @@ def evaluate_one(
             run = dict(zip(group.queries, ranked, strict=True))
             groups.append(_write_and_score(handle, group, run, file_part(strategy.spec), dict(docs.modes)))
     temporary.replace(run_path)
-    means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
-    n_docs = max(sum(len(g.corpus) for g in task.groups), 1)
+    n_docs = _n_docs(task)
     extra: dict[str, Any] = {}
     if strategy.lexical:
         assert lexical is not None
         extra["lexical"] = _lexical_parameters(strategy, lexical)
         extra["lexical_bytes_per_doc"] = lexical_bytes / n_docs
-    return EvalRecord(
-        task=task.name,
-        task_source=task.source,
-        main_metric=task.main_metric,
-        score=means[task.main_metric],
-        metrics=means,
-        groups=groups,
-        model=portable(model),
-        model_fingerprint=encoder.folder.fingerprint(),
-        strategy=strategy.spec,
-        whole_document=strategy.whole_document,
-        max_length=max_length,
-        seed=seed,
-        parameters={
-            "long_doc": long_doc.model_dump(mode="json"),
-            "encoder_overrides": strategy.model_overrides,
-            "window": encoder.window_size,
-            "pooling": encoder.pooling.model_dump(mode="json"),
-            "vectors_per_doc": n_vectors / n_docs,
-            "index_bytes_per_doc": (4 * encoder.dim * n_vectors + lexical_bytes) / n_docs,
-            **extra,
-            **tuning,
-        },
-        timing=Timing(
-            seconds=time.perf_counter() - started,
-            embed_seconds=stats.embed_seconds,
-            tokens_embedded=stats.tokens,
-            docs_embedded=stats.docs_embedded,
-            docs_cached=stats.docs_cached,
-            queries_embedded=stats.queries_embedded,
-            queries_cached=stats.queries_cached,
-        ),
-        hardware=hardware(encoder),
-        ragidx_version=__version__,
-        created=now().isoformat(),
-        run_file=str(run_path.relative_to(out)),
+    parameters = {
+        "long_doc": long_doc.model_dump(mode="json"),
+        "encoder_overrides": strategy.model_overrides,
+        "window": encoder.window_size,
+        "pooling": encoder.pooling.model_dump(mode="json"),
+        "vectors_per_doc": n_vectors / n_docs,
+        "index_bytes_per_doc": (4 * encoder.dim * n_vectors + lexical_bytes) / n_docs,
+        **extra,
+        **tuning,
+    }
+    timing = Timing(
+        seconds=time.perf_counter() - started,
+        embed_seconds=stats.embed_seconds,
+        tokens_embedded=stats.tokens,
+        docs_embedded=stats.docs_embedded,
+        docs_cached=stats.docs_cached,
+        queries_embedded=stats.queries_embedded,
+        queries_cached=stats.queries_cached,
+    )
+    where = (out, run_path)
+    return _record(
+        task,
+        groups,
+        model,
+        encoder,
+        strategy,
+        strategy.whole_document,
+        max_length,
+        seed,
+        parameters,
+        timing,
+        where,
     )
 
 
@@ -268,9 +266,54 @@ def _evaluate_bm25(
             modes = {"bm25": len(group.corpus)}
             groups.append(_write_and_score(handle, group, run, file_part(strategy.spec), modes))
     temporary.replace(run_path)
+    lexical_bytes = sum(s.index_bytes for s in scored) / _n_docs(task)
+    parameters = {
+        "lexical": _lexical_parameters(strategy, lexical),
+        "vectors_per_doc": 0.0,
+        "index_bytes_per_doc": lexical_bytes,
+        "lexical_bytes_per_doc": lexical_bytes,
+    }
+    timing = _nothing_embedded(started)
+    return _record(
+        task, groups, model, encoder, strategy, False, None, seed, parameters, timing, (out, run_path)
+    )
+
+
+def _nothing_embedded(started: float) -> Timing:
+    """The timing of a record that embedded nothing (BM25 alone, a selection among records)."""
+    return Timing(
+        seconds=time.perf_counter() - started,
+        embed_seconds=0.0,
+        tokens_embedded=0,
+        docs_embedded=0,
+        docs_cached=0,
+        queries_embedded=0,
+        queries_cached=0,
+    )
+
+
+def _n_docs(task: Task) -> int:
+    """Documents over all the task's groups (at least 1: the denominator of per-document sizes)."""
+    return max(sum(len(g.corpus) for g in task.groups), 1)
+
+
+def _record(
+    task: Task,
+    groups: list[GroupScore],
+    model: str,
+    encoder: Encoder,
+    strategy: Strategy,
+    whole_document: bool,
+    max_length: int | None,
+    seed: int,
+    parameters: dict[str, Any],
+    timing: Timing,
+    where: tuple[Path, Path],
+) -> EvalRecord:
+    """A strategy's record on a task: its groups' scores, their means, and how it ran (``where``:
+    the output folder and the run file in it)."""
+    out, run_path = where
     means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
-    n_docs = max(sum(len(g.corpus) for g in task.groups), 1)
-    lexical_bytes = sum(s.index_bytes for s in scored) / n_docs
     return EvalRecord(
         task=task.name,
         task_source=task.source,
@@ -281,24 +324,11 @@ def _evaluate_bm25(
         model=portable(model),
         model_fingerprint=encoder.folder.fingerprint(),
         strategy=strategy.spec,
-        whole_document=False,
-        max_length=None,
+        whole_document=whole_document,
+        max_length=max_length,
         seed=seed,
-        parameters={
-            "lexical": _lexical_parameters(strategy, lexical),
-            "vectors_per_doc": 0.0,
-            "index_bytes_per_doc": lexical_bytes,
-            "lexical_bytes_per_doc": lexical_bytes,
-        },
-        timing=Timing(
-            seconds=time.perf_counter() - started,
-            embed_seconds=0.0,
-            tokens_embedded=0,
-            docs_embedded=0,
-            docs_cached=0,
-            queries_embedded=0,
-            queries_cached=0,
-        ),
+        parameters=parameters,
+        timing=timing,
         hardware=hardware(encoder),
         ragidx_version=__version__,
         created=now().isoformat(),
@@ -364,15 +394,7 @@ def select_one(
                 "index_bytes_per_doc": deployed.parameters.get("index_bytes_per_doc"),
                 "deployed": deployed.strategy,
             },
-            "timing": Timing(
-                seconds=time.perf_counter() - started,
-                embed_seconds=0.0,
-                tokens_embedded=0,
-                docs_embedded=0,
-                docs_cached=0,
-                queries_embedded=0,
-                queries_cached=0,
-            ),
+            "timing": _nothing_embedded(started),
             "ragidx_version": __version__,
             "created": now().isoformat(),
             "run_file": str(run_path.relative_to(out)),

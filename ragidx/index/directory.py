@@ -37,12 +37,12 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 import numpy as np
 
 from ragidx import __version__, faults
-from ragidx.embed.config import EncoderConfig, HybridConfig, LongDocConfig
+from ragidx.embed.config import EncoderConfig, LongDocConfig
 from ragidx.embed.pooling import l2_normalize
 from ragidx.errors import IndexFormatError, ModelError
 from ragidx.index.config import FaissConfig, LexicalConfig
@@ -62,7 +62,7 @@ from ragidx.index.store import DOCUMENT_LEVEL, DocumentRecord, Store, VectorReco
 
 if TYPE_CHECKING:
     from ragidx.embed.encoder import Encoder
-    from ragidx.search.options import Mode, Per, Where
+    from ragidx.search.options import SearchKwargs
     from ragidx.search.retriever import SearchResult
 
 Level = Literal["chunk", "document"]  # a hybrid index's two levels of vectors
@@ -249,13 +249,7 @@ class Index:
         self,
         query: str,
         k: int = 10,
-        *,
-        where: Where | None = None,
-        per: Per = "document",
-        hybrid: HybridConfig | None = None,
-        best_chunks: int | None = None,
-        mode: Mode | None = None,
-        lexical_weight: float | Literal["rrf"] | None = None,
+        **options: Unpack[SearchKwargs],
     ) -> list[SearchResult]:
         """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
         ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
@@ -266,55 +260,26 @@ class Index:
         ``hybrid`` (both fused; the default where the index has a lexical index), with
         ``lexical_weight`` (or ``"rrf"``) overriding the manifest's. See
         :class:`~ragidx.search.options.SearchOptions`."""
-        return self.search_many(
-            [query],
-            k,
-            where=where,
-            per=per,
-            hybrid=hybrid,
-            best_chunks=best_chunks,
-            mode=mode,
-            lexical_weight=lexical_weight,
-        )[0]
+        return self.search_many([query], k, **options)[0]
 
     def search_many(
         self,
         queries: Sequence[str],
         k: int = 10,
-        *,
-        where: Where | None = None,
-        per: Per = "document",
-        hybrid: HybridConfig | None = None,
-        best_chunks: int | None = None,
-        mode: Mode | None = None,
-        lexical_weight: float | Literal["rrf"] | None = None,
+        **options: Unpack[SearchKwargs],
     ) -> list[list[SearchResult]]:
         """:meth:`search` for several queries, embedded in one batch."""
         from ragidx.search.options import SearchOptions
         from ragidx.search.retriever import Retriever
 
-        options = SearchOptions(
-            where=where,
-            per=per,
-            hybrid=hybrid,
-            best_chunks=best_chunks,
-            mode=mode,
-            lexical_weight=lexical_weight,
-        )
-        return Retriever(self).search_many(queries, k, options)
+        return Retriever(self).search_many(queries, k, SearchOptions(**options))
 
     def search_by_vectors(
         self,
         queries: Sequence[str],
         vectors: np.ndarray,
         k: int = 10,
-        *,
-        where: Where | None = None,
-        per: Per = "document",
-        hybrid: HybridConfig | None = None,
-        best_chunks: int | None = None,
-        mode: Mode | None = None,
-        lexical_weight: float | Literal["rrf"] | None = None,
+        **options: Unpack[SearchKwargs],
     ) -> list[list[SearchResult]]:
         """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
         ``queries`` only pick each result's snippet."""
@@ -323,15 +288,7 @@ class Index:
 
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(queries), -1)
         self.check_query_vectors(vectors)
-        options = SearchOptions(
-            where=where,
-            per=per,
-            hybrid=hybrid,
-            best_chunks=best_chunks,
-            mode=mode,
-            lexical_weight=lexical_weight,
-        )
-        return Retriever(self).rank(queries, l2_normalize(vectors), k, options)
+        return Retriever(self).rank(queries, l2_normalize(vectors), k, SearchOptions(**options))
 
     def check_query_vectors(self, vectors: np.ndarray) -> None:
         """Refuse query vectors of another dimension than the index's."""
@@ -469,11 +426,10 @@ class Index:
             return
         self.manifest.lexical = config
         self.lexical = LexicalIndex.empty(config)
-        doc_ids = self.store.doc_ids()
-        texts = (self.store.document(d).text for d in doc_ids)
+        records = [self.store.document(d) for d in self.store.doc_ids()]
+        doc_ids, texts = [r.doc_id for r in records], [r.text for r in records]
         self.lexical.add(analyse(self.lexical.analyzer, doc_ids, texts))
-        streamed = (d for d in doc_ids if self.store.document(d).metadata.get("streamed"))
-        self.lexical_from_head = set(streamed)
+        self.lexical_from_head = {r.doc_id for r in records if r.metadata.get("streamed")}
 
     def add_lexical_text(self, doc_id: str, text: Iterable[str]) -> None:
         """Re-analyse a stored document from its whole text (pieces cut at whitespace)."""
@@ -665,13 +621,13 @@ def check_agreement(
     """FAISS and the store must hold exactly the same vector ids, of the manifest's dimension; in
     a hybrid index, the document-level FAISS index exactly the ids of ordinal -1, one per document,
     and the chunk-level one all the others; the lexical index exactly the store's documents."""
-    if lexical is not None and set(lexical.doc_ids) != set(store.doc_ids()):
-        missing = len(set(store.doc_ids()) - set(lexical.doc_ids))
-        extra = len(set(lexical.doc_ids) - set(store.doc_ids()))
-        raise IndexFormatError(
-            f"{directory}: the lexical index lacks {missing} stored documents and holds {extra} others; "
-            "re-ingest into a new index"
-        )
+    if lexical is not None:
+        stored, analysed = set(store.doc_ids()), set(lexical.doc_ids)
+        if analysed != stored:
+            raise IndexFormatError(
+                f"{directory}: the lexical index lacks {len(stored - analysed)} stored documents and "
+                f"holds {len(analysed - stored)} others; re-ingest into a new index"
+            )
     vids = store.vids()
     if document_vectors is not None:
         document_level = store.ordinals() == DOCUMENT_LEVEL

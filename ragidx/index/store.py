@@ -173,9 +173,7 @@ class Store:
             return str(self._new_docs[self._new_ids[doc_id]]["sha256"])
         if doc_id in self._removed:
             return None
-        if self._doc_rows is None:
-            self._doc_rows = {d: i for i, d in enumerate(self._documents["doc_id"].to_pylist())}
-        row = self._doc_rows.get(doc_id)
+        row = self._applied_rows().get(doc_id)
         return None if row is None else str(self._documents["sha256"][row].as_py())
 
     def document(self, doc_id: str) -> DocumentRecord:
@@ -267,6 +265,10 @@ class Store:
 
     def _doc_index(self) -> dict[str, int]:
         self._apply()
+        return self._applied_rows()
+
+    def _applied_rows(self) -> dict[str, int]:
+        """Document id → row in the applied table (queued documents are not in it)."""
         if self._doc_rows is None:
             self._doc_rows = {d: i for i, d in enumerate(self._documents["doc_id"].to_pylist())}
         return self._doc_rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
     from ragidx.embed.config import HybridConfig
@@ -37,3 +37,14 @@ class SearchOptions:
     best_chunks: int | None = None
     mode: Mode | None = None
     lexical_weight: float | Literal["rrf"] | None = None
+
+
+class SearchKwargs(TypedDict, total=False):
+    """:class:`SearchOptions`' fields as keyword arguments (``Index.search(query, k, mode="lexical")``)."""
+
+    where: Where | None
+    per: Per
+    hybrid: HybridConfig | None
+    best_chunks: int | None
+    mode: Mode | None
+    lexical_weight: float | Literal["rrf"] | None

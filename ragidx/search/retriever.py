@@ -414,30 +414,25 @@ class Retriever:
     def _results(self, query: str, hits: list[Hit]) -> list[SearchResult]:
         results = []
         for rank, hit in enumerate(hits, start=1):
-            if hit.vid is None:  # a lexical hit: the document, its best sentence as the snippet
+            chunk: dict[str, int] | None = None
+            if hit.vid is None:  # a lexical hit: the whole document, its best sentence as the snippet
                 assert hit.doc_id is not None
                 doc = self.index.document(hit.doc_id)
-                results.append(
-                    SearchResult(
-                        rank=rank,
-                        score=hit.score,
-                        doc_id=doc.doc_id,
-                        source=doc.source,
-                        title=doc.title,
-                        snippet=snippet(doc.text, query),
-                        text=doc.text,
-                        embed_mode=doc.embed_mode,
-                        n_tokens=doc.n_tokens,
-                        metadata=doc.metadata,
-                        lexical_score=hit.lexical_score,
-                    )
-                )
-                continue
-            span = self.index.vector_record(hit.vid)
-            doc = self.index.document(span.doc_id)
-            chunked = doc.embed_mode.split("+")[0] in ("chunk", "late")
-            has_span = chunked and span.char_start >= 0  # -1: tokenizer without offsets
-            passage = doc.text[span.char_start : span.char_end] if has_span else doc.text
+                passage = doc.text
+            else:
+                span = self.index.vector_record(hit.vid)
+                doc = self.index.document(span.doc_id)
+                chunked = doc.embed_mode.split("+")[0] in ("chunk", "late")
+                has_span = chunked and span.char_start >= 0  # -1: tokenizer without offsets
+                passage = doc.text[span.char_start : span.char_end] if has_span else doc.text
+                if chunked:
+                    chunk = {
+                        "ordinal": span.ordinal,
+                        "tok_start": span.tok_start,
+                        "tok_end": span.tok_end,
+                        "char_start": span.char_start,
+                        "char_end": span.char_end,
+                    }
             results.append(
                 SearchResult(
                     rank=rank,
@@ -449,15 +444,7 @@ class Retriever:
                     text=doc.text,
                     embed_mode=doc.embed_mode,
                     n_tokens=doc.n_tokens,
-                    chunk={
-                        "ordinal": span.ordinal,
-                        "tok_start": span.tok_start,
-                        "tok_end": span.tok_end,
-                        "char_start": span.char_start,
-                        "char_end": span.char_end,
-                    }
-                    if chunked
-                    else None,
+                    chunk=chunk,
                     metadata=doc.metadata,
                     document_score=hit.document_score,
                     chunk_score=hit.chunk_score,
