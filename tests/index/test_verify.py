@@ -93,3 +93,24 @@ def test_manifest_counts_are_checked_and_leftovers_noted(built: Path) -> None:
     report = verify(built)
     assert report.problems == [f"{built / MANIFEST_NAME}: counts differ from the store"]
     assert any(STAGING_NAME in n for n in report.notes) and any(".tmp-1" in n for n in report.notes)
+
+
+def test_a_lexical_index_of_other_documents_is_refused(built: Path) -> None:
+    """A lexical file whose checksum is right but whose documents are not the store's (a manifest
+    pointing at another index's file) is caught by the agreement check."""
+    import hashlib
+
+    from ragidx.index.config import LexicalConfig
+    from ragidx.index.lexical import LexicalIndex
+
+    other = LexicalIndex.empty(LexicalConfig())
+    other.add_texts(["doc-00.txt", "stranger.txt"], ["Document 0.", "not in this index"])
+    data = other.to_bytes()
+    manifest = json.loads((built / MANIFEST_NAME).read_text())
+    entry = manifest["files"]["lexical"]
+    (built / entry["name"]).write_bytes(data)
+    entry.update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    (built / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="lexical index lacks 3 stored documents and holds 1 others"):
+        Index.open(built)
+    assert not verify(built).ok
