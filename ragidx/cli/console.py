@@ -47,8 +47,8 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
                 raise
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted: nothing was committed", err=True)
+        except KeyboardInterrupt as exc:  # one raised after a commit's switch says what it committed
+            typer.echo(f"interrupted: {str(exc) or 'nothing was committed'}", err=True)
             raise typer.Exit(130) from None
 
     return wrapper

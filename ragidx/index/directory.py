@@ -14,8 +14,12 @@ Layout of ``DIR``::
 A commit writes the next generation's files beside the current ones, fsyncs them, then switches
 ``manifest.json`` with an atomic rename and deletes the old generation: a reader opening the
 directory at any moment sees one complete generation (a reader that read the old manifest just
-before the switch finds its files gone and reads the new one instead). Every file's size and
-sha256 are checked on open, and FAISS ids must equal the store's vector ids. Writers hold
+before the switch finds its files gone and reads the new one instead). A commit that fails or is
+interrupted before the switch removes its new files and leaves the index as it was; from the switch
+on it stands, whatever happens next: nothing is removed but the previous generation's files, and
+an interrupt is re-raised as :class:`InterruptedAfterCommit`, naming the generation committed
+(whether the switch landed is read from disk, so this holds even for a signal mid-rename). Every
+file's size and sha256 are checked on open, and FAISS ids must equal the store's vector ids. Writers hold
 ``ragidx.index.lock.WriterLock``; leftovers of a crashed writer (temp files, a generation whose manifest
 switch never happened) are removed by :meth:`Index.remove_leftovers` under that lock.
 
@@ -44,7 +48,7 @@ import numpy as np
 from ragidx import __version__, faults
 from ragidx.embed.config import EncoderConfig, LongDocConfig
 from ragidx.embed.pooling import l2_normalize
-from ragidx.errors import IndexFormatError, ModelError
+from ragidx.errors import IndexFormatError, ModelError, RagidxError
 from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.lexical import LexicalIndex, analyse
@@ -487,6 +491,7 @@ class Index:
         names["documents"] = f"documents-{generation:06d}.parquet"
         names["chunks"] = f"chunks-{generation:06d}.parquet"
         files: dict[str, FileEntry] = {}
+        manifest, switch = self.manifest, None
         try:
             for key, payload in payloads.items():
                 write_atomic(self.directory / names[key], payload)
@@ -499,14 +504,20 @@ class Index:
             manifest.updated = now()
             manifest.ragidx_version = __version__
             manifest.counts = manifest.counts.model_validate(self.store.stats())
-            manifest.write(self.directory)
-        except BaseException:
-            for name in names.values():  # the switch did not happen: the new files are garbage
-                (self.directory / name).unlink(missing_ok=True)
-            raise
+            switch = manifest.to_bytes()
+            write_atomic(self.directory / MANIFEST_NAME, switch)  # the switch, then a directory fsync
+            faults.point("after-commit")
+            self._remove_stale_files(keep=set(names.values()))
+        except BaseException as exc:
+            if switch is None or not _holds(self.directory / MANIFEST_NAME, switch):
+                for name in names.values():  # the switch did not happen: the new files are garbage
+                    (self.directory / name).unlink(missing_ok=True)
+                raise
+            self.manifest = manifest  # it did: the commit landed, whatever failed after it
+            if not isinstance(exc, KeyboardInterrupt | Exception):
+                raise  # SystemExit and the like, as they are
+            raise _after_switch(exc, self.directory, generation) from exc
         self.manifest = manifest
-        faults.point("after-commit")
-        self._remove_stale_files(keep=set(names.values()))
 
     def _check_unchanged_on_disk(self) -> None:
         """Refuse to commit over a generation this index has not seen: another writer committed
@@ -541,6 +552,30 @@ class Index:
             temp = path.name.startswith(".") and ".tmp-" in path.name and path.is_file()
             if stale or (temp and not path.name.startswith(".ragidx-lock")):  # lock temps: WriterLock's
                 path.unlink(missing_ok=True)
+
+
+class InterruptedAfterCommit(KeyboardInterrupt):
+    """Ctrl-C arrived after a commit's manifest switch: the new generation is committed, whole
+    (the message says which); only the previous generation's files may be left, for the next
+    writer to remove."""
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` holds exactly ``data``: how a failed commit tells whether its switch landed."""
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def _after_switch(
+    exc: KeyboardInterrupt | Exception, directory: Path, generation: int
+) -> InterruptedAfterCommit | RagidxError:
+    """What a commit raises for ``exc``, raised after its manifest switch: the commit stands."""
+    landed = f"{directory}: generation {generation} was committed"
+    if isinstance(exc, KeyboardInterrupt):
+        return InterruptedAfterCommit(f"{landed} (interrupted after the manifest switch)")
+    return RagidxError(f"{landed}, but finishing it failed ({exc}); check it with ragidx verify {directory}")
 
 
 def _check_new_directory(directory: Path) -> None:

@@ -140,8 +140,12 @@ class Manifest(BaseModel):
         }
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
 
+    def to_bytes(self) -> bytes:
+        """The manifest as written to ``manifest.json``."""
+        return self.model_dump_json(indent=2).encode("utf-8")
+
     def write(self, directory: Path) -> None:
-        write_atomic(directory / MANIFEST_NAME, self.model_dump_json(indent=2).encode("utf-8"))
+        write_atomic(directory / MANIFEST_NAME, self.to_bytes())
 
 
 def write_atomic(path: Path, data: bytes) -> None:
