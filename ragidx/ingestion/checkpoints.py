@@ -1,20 +1,28 @@
 """Checkpoints of an ingest in progress: finished embedding batches kept inside the index directory.
 
-``DIR/.ragidx-staging/<fingerprint>/batch-<key>.parquet`` holds the final vectors (normalised, PCW
-already averaged) of every document a batch embedded, keyed by the document's content sha256.
-``<fingerprint>`` is the index's embedding fingerprint (model weights, window, pooling, prompts,
-long-document policy and extension, see :meth:`ragidx.index.manifest.Manifest.embedding_fingerprint`),
-so vectors are only ever reused under the settings that made them. Each batch file is written
-atomically after its batch, so a killed ingest restarts with every finished batch available and
-embeds only the rest; the checkpoint folder is removed after a successful commit. Files are Parquet
-(sha256, ordinal, float32 vector): no pickle. Unreadable batch files (a crash cannot make one, a
-damaged disk can) are dropped and their documents embedded again.
+``DIR/.ragidx-staging/<fingerprint>/batch-<key>-<checksum>.parquet`` holds the final vectors
+(normalised, PCW already averaged) of every document a batch embedded, keyed by the document's
+content sha256. ``<fingerprint>`` is the index's embedding fingerprint (model weights, window,
+pooling, prompts, long-document policy and extension, see
+:meth:`ragidx.index.manifest.Manifest.embedding_fingerprint`), so vectors are only ever reused under
+the settings that made them. A document too large for one batch (``ragidx.ingestion.streaming``)
+is checkpointed inside: ``part-<content sha256>-<first window>-<checksum>.parquet`` holds the raw
+(un-normalised) vectors of the windows one of its batches embedded, so a resumed ingest embeds only
+the windows after the last finished batch; its parts are dropped once the whole document is saved.
+
+Each file is written atomically after its batch, so a killed ingest restarts with every finished
+batch available and embeds only the rest; the checkpoint folder is removed after a successful
+commit. ``<checksum>`` is the sha256 of the file's bytes: a file whose bytes do not match it (a
+damaged disk, a stray write; a crash cannot make one) is dropped, listed in
+:attr:`Checkpoints.damaged` for a warning, and its documents are embedded again. Files are Parquet
+(sha256, ordinal, float32 vector): no pickle.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import re
 import shutil
 from pathlib import Path
 
@@ -25,6 +33,12 @@ import pyarrow.parquet as pq
 from ragidx.index.directory import STAGING_NAME
 from ragidx.index.manifest import write_atomic
 
+_BATCH = re.compile(r"batch-[0-9a-f]{24}-(?P<checksum>[0-9a-f]{64})\.parquet")
+_PART = re.compile(r"part-(?P<sha>[0-9a-f]{64})-(?P<start>\d{9})-(?P<checksum>[0-9a-f]{64})\.parquet")
+DAMAGED_REASON = (
+    "damaged checkpoint (its bytes do not match its checksum): dropped, its documents are embedded again"
+)
+
 
 class Checkpoints:
     """The checkpoint folder of one index under one embedding fingerprint."""
@@ -33,10 +47,12 @@ class Checkpoints:
         self.root = Path(directory) / STAGING_NAME
         self.folder = self.root / fingerprint[:32]
         self.dim = dim
+        self.damaged: list[Path] = []  # files dropped because their checksum did not match
 
     def load(self) -> dict[str, np.ndarray]:
         """Vectors of every checkpointed document (content sha256 → (n, dim) float32). Folders of
-        other fingerprints, temp files and unreadable batches are removed."""
+        other fingerprints, temp files, files of an unknown name and damaged batches are removed
+        (damaged ones listed in :attr:`damaged`); parts are read by :meth:`part`."""
         if not self.root.is_dir():
             return {}
         for other in self.root.iterdir():
@@ -46,13 +62,9 @@ class Checkpoints:
         if not self.folder.is_dir():
             return found
         for path in sorted(self.folder.iterdir()):
-            if not path.name.endswith(".parquet") or path.name.startswith("."):
-                path.unlink(missing_ok=True)
+            if _PART.fullmatch(path.name):
                 continue
-            try:
-                found.update(self._read(path))
-            except (pa.ArrowException, OSError, ValueError):
-                path.unlink(missing_ok=True)
+            found.update(self._load(path, _BATCH.fullmatch(path.name)) or {})
         return found
 
     def save(self, vectors: dict[str, np.ndarray]) -> None:
@@ -62,26 +74,82 @@ class Checkpoints:
         keys = sorted(vectors)
         sha = [k for k in keys for _ in range(len(vectors[k]))]
         ordinal = [i for k in keys for i in range(len(vectors[k]))]
-        flat = np.concatenate([vectors[k] for k in keys]).astype("<f4", copy=False)
-        table = pa.table(
-            {
-                "sha256": pa.array(sha, pa.string()),
-                "ordinal": pa.array(ordinal, pa.int32()),
-                "vector": pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), self.dim),
-            }
-        )
-        sink = io.BytesIO()
-        pq.write_table(table, sink)
         name = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:24]
-        self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.folder / f"batch-{name}.parquet", sink.getvalue())
+        self._write(f"batch-{name}", sha, ordinal, np.concatenate([vectors[k] for k in keys]))
+
+    def save_part(self, sha256: str, start: int, raw: np.ndarray) -> None:
+        """Checkpoint the raw vectors of windows ``start, start + 1, …`` of the document with
+        content ``sha256`` (one batch of a document larger than a batch)."""
+        ordinal = list(range(start, start + len(raw)))
+        self._write(f"part-{sha256}-{start:09d}", [sha256] * len(raw), ordinal, raw)
+
+    def part(self, sha256: str) -> np.ndarray:
+        """The raw vectors of the document's first windows that finished batches hold, in window
+        order ((0, dim) when none; a damaged part ends the run and is dropped)."""
+        found: dict[int, np.ndarray] = {}
+        if self.folder.is_dir():
+            for path in sorted(self.folder.glob(f"part-{sha256}-*.parquet")):
+                match = _PART.fullmatch(path.name)
+                vectors = self._load(path, match)
+                if match is not None and vectors is not None and sha256 in vectors:
+                    found[int(match["start"])] = vectors[sha256]
+        runs = [np.zeros((0, self.dim), np.float32)]
+        while (at := sum(len(r) for r in runs)) in found:
+            runs.append(found[at])
+        return np.concatenate(runs)
+
+    def drop_parts(self, sha256: str) -> None:
+        """Remove the parts of a document (its whole vectors are saved)."""
+        if self.folder.is_dir():
+            for path in self.folder.glob(f"part-{sha256}-*.parquet"):
+                path.unlink(missing_ok=True)
 
     def clear(self) -> None:
         """Remove every checkpoint (after a commit made them part of the index)."""
         _remove(self.root)
 
-    def _read(self, path: Path) -> dict[str, np.ndarray]:
-        table = pq.read_table(path)
+    def _write(self, stem: str, sha: list[str], ordinal: list[int], vectors: np.ndarray) -> None:
+        flat = np.ascontiguousarray(vectors, dtype="<f4").reshape(-1)
+        table = pa.table(
+            {
+                "sha256": pa.array(sha, pa.string()),
+                "ordinal": pa.array(ordinal, pa.int32()),
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(flat), self.dim),
+            }
+        )
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        data = sink.getvalue()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{stem}-{hashlib.sha256(data).hexdigest()}.parquet"
+        try:
+            write_atomic(path, data)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"cannot write the checkpoint {path} ({exc.strerror or exc}); nothing was committed: "
+                "free space there and run the ingest again (finished batches are kept)",
+            ) from exc
+
+    def _load(self, path: Path, name: re.Match[str] | None) -> dict[str, np.ndarray] | None:
+        """The vectors of a checkpoint file whose bytes match the checksum in its name; else the
+        file is removed (temp files and unknown names silently, damaged files listed in
+        :attr:`damaged`)."""
+        if name is None:
+            _remove(path)
+            return None
+        try:
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() != name["checksum"]:
+                raise ValueError(f"{path}: checksum mismatch")
+            return self._read(data, path)
+        except (pa.ArrowException, OSError, ValueError):
+            self.damaged.append(path)
+            _remove(path)
+            return None
+
+    def _read(self, data: bytes, path: Path) -> dict[str, np.ndarray]:
+        table = pq.read_table(io.BytesIO(data))
         vector_type = table.schema.field("vector").type
         if not pa.types.is_fixed_size_list(vector_type) or vector_type.list_size != self.dim:
             raise ValueError(f"{path}: vectors are not {self.dim}-d")
@@ -89,10 +157,9 @@ class Checkpoints:
         matrix = np.asarray(flat, dtype=np.float32).reshape(-1, self.dim)
         out: dict[str, np.ndarray] = {}
         shas = table["sha256"].to_pylist()
-        ordinals = table["ordinal"].to_pylist()
         start = 0
         for row in range(1, len(shas) + 1):
-            if row == len(shas) or ordinals[row] == 0:
+            if row == len(shas) or shas[row] != shas[start]:
                 out[shas[start]] = matrix[start:row]
                 start = row
         return out

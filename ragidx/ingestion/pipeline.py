@@ -40,7 +40,7 @@ from ragidx.index.directory import Index
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import now
 from ragidx.index.store import DocumentRecord, VectorRecord
-from ragidx.ingestion.checkpoints import Checkpoints
+from ragidx.ingestion.checkpoints import DAMAGED_REASON, Checkpoints
 from ragidx.ingestion.streaming import StreamedEmbedding, content_sha256, embed_streamed, whitespace_pieces
 from ragidx.read.walk import Document, Skipped, iter_documents
 
@@ -286,6 +286,7 @@ class _Run:
             fingerprint = manifest.embedding_fingerprint()
             self.checkpoints = Checkpoints(index.directory, fingerprint, manifest.encoder.dim)
         self.checkpointed = self.checkpoints.load() if self.checkpoints else {}
+        self.warn_damaged()
         self.pending: list[_Planned] = []
         self.planned_tokens = 0
         self.seen: dict[str, str] = {}
@@ -310,10 +311,7 @@ class _Run:
             return
         warning = item.metadata.get("warning")
         if warning:
-            self.report.warnings.append(Skipped(item.source, str(warning)))
-            warned = getattr(self.progress, "warned", None)  # optional in Progress implementations
-            if warned is not None:
-                warned(self.report.warnings[-1])
+            self.warn(Skipped(item.source, str(warning)))
         if item.stream is not None:
             self.take_streamed(item, digest, previous is not None)
             return
@@ -364,6 +362,20 @@ class _Run:
         return embed_streamed(
             item, self.encoder, self.long_doc, self.batch_tokens, embed=embed, on_batch=self.progress.embedded
         )
+
+    def warn(self, item: Skipped) -> None:
+        """Report something repaired (the ingest goes on)."""
+        self.report.warnings.append(item)
+        warned = getattr(self.progress, "warned", None)  # optional in Progress implementations
+        if warned is not None:
+            warned(item)
+
+    def warn_damaged(self) -> None:
+        """Warn once for each damaged checkpoint file found since the last call."""
+        if self.checkpoints:
+            for path in self.checkpoints.damaged:
+                self.warn(Skipped(str(path), DAMAGED_REASON))
+            self.checkpoints.damaged.clear()
 
     def skip(self, item: Skipped) -> None:
         self.report.skipped.append(item)
