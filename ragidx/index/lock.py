@@ -1,16 +1,23 @@
 """The single-writer lock of an index directory (``DIR/.ragidx-lock``).
 
-Ingest and delete hold it while they change an index, so two writers never interleave. The lock
-file is created atomically with its full content (written to a temp file, then hard-linked into
-place, which fails when a lock already exists) and names its holder: pid, host and start time. A
-lock whose holder is a dead process on this host is stale and is taken over; a live holder, or one
-on another host (whose liveness cannot be checked), is refused with a message naming it. Readers
-never take the lock: they read whole generations (see ``ragidx.index.directory``).
+Ingest, delete and repair hold it while they change an index, so two writers never interleave. The
+lock file is created atomically with its full content (written and fsynced to a temp file, then
+hard-linked into place, which fails when a lock already exists) and names its holder: pid, host and
+start time. A lock whose holder is a dead process on this host is stale and is taken over; a live
+holder, or one on another host (whose liveness cannot be checked), is refused with a message naming
+it, and a lock file that names no holder (empty or not JSON) is refused with what to do.
+
+Taking a stale lock over is atomic: the taker holds an exclusive ``flock`` on the stale lock file,
+checks that the path still names that file and that it is still stale, and renames its own lock over
+it. Of many processes racing for one stale lock exactly one wins; the others find the new, live
+holder. This needs POSIX ``flock`` (Linux, macOS; on NFS, Linux maps it to NFS locks). Readers never
+take the lock: they read whole generations (see ``ragidx.index.directory``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -21,6 +28,8 @@ from ragidx.errors import IndexFormatError
 from ragidx.index.manifest import now
 
 LOCK_NAME = ".ragidx-lock"
+_ROUNDS = 3  # a lock that changes under a taker this often is in use: refused
+_MAX_LOCK_BYTES = 4096  # a lock file is a short JSON object
 
 
 class IndexLockedError(IndexFormatError):
@@ -49,9 +58,12 @@ class WriterLock:
             self._created_dir = True
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": now().isoformat()}
         tmp = self.directory / f".{LOCK_NAME}.tmp-{os.getpid()}"
-        tmp.write_text(json.dumps(me), encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(me))
+            handle.flush()
+            os.fsync(handle.fileno())  # a crash never leaves an empty lock file behind
         try:
-            for _ in range(2):
+            for _ in range(_ROUNDS):
                 try:
                     os.link(tmp, self.path)
                     self._held = True
@@ -60,13 +72,35 @@ class WriterLock:
                     holder = read_holder(self.path)
                     if holder is None or not is_stale(holder):
                         raise IndexLockedError(_locked_message(self.path, holder)) from None
-                    self.took_over = holder
-                    self.path.unlink(missing_ok=True)
+                if self._take_over(tmp, holder):
+                    self.took_over, self._held = holder, True
+                    return self
             raise IndexLockedError(_locked_message(self.path, read_holder(self.path)))
         finally:
             tmp.unlink(missing_ok=True)
             if not self._held:
                 self._remove_created_dir()
+
+    def _take_over(self, tmp: Path, stale: dict[str, object]) -> bool:
+        """Replace the stale lock at :attr:`path` by ``tmp``, under an exclusive ``flock`` on the
+        stale file; False when the lock changed meanwhile (gone, or another writer took it over:
+        the caller looks again)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # racing takers of this file: one at a time
+            try:
+                same_file = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                return False
+            if not same_file or _holder(os.read(fd, _MAX_LOCK_BYTES)) != stale:
+                return False  # replaced since it was read: a live writer's now, or gone
+            os.replace(tmp, self.path)  # this file's takers after us find the path moved on
+            return True
+        finally:
+            os.close(fd)  # releases the flock
 
     def release(self) -> None:
         if self._held:
@@ -91,8 +125,15 @@ class WriterLock:
 def read_holder(path: Path) -> dict[str, object] | None:
     """The holder recorded in a lock file (None if it vanished or is unreadable)."""
     try:
-        holder = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return _holder(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _holder(data: bytes) -> dict[str, object] | None:
+    try:
+        holder = json.loads(data.decode("utf-8"))
+    except ValueError:
         return None
     return holder if isinstance(holder, dict) else None
 
@@ -117,7 +158,12 @@ def _alive(pid: int) -> bool:
 
 def _locked_message(path: Path, holder: dict[str, object] | None) -> str:
     if holder is None:
-        return f"{path}: another ragidx writer holds this index; wait for it to finish"
+        if not path.exists():  # released just now: another writer came and went
+            return f"{path}: another ragidx writer held this index just now; try again"
+        return (
+            f"{path}: the lock file is unreadable (empty or not a ragidx lock), so its holder is "
+            f"unknown; if no ragidx ingest or delete is running on this index, remove {path} and retry"
+        )
     who = f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
     return (
         f"{path}: another ragidx ingest or delete holds this index ({who}); wait for it to finish, "
