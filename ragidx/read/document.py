@@ -2,13 +2,16 @@
 :class:`Skipped` (a file, or a JSONL line, that gave no document, and why).
 
 It also holds what every reader shares: the file types read (:data:`SUPPORTED_SUFFIXES`), the
-streaming limits (:data:`STREAM_BYTES`, :data:`STREAM_BLOCK`, :data:`HEAD_CHARS`) and the wording of
-common skip reasons. It imports no parser or charset detector: :mod:`ragidx.config` reads
-:data:`STREAM_BYTES` from here, and ``ragidx --help`` must start fast.
+streaming limits (:data:`STREAM_BYTES`, :data:`STREAM_BLOCK`, :data:`HEAD_CHARS`), the wording of
+common skip reasons, and the check that refuses ids with control characters
+(:func:`control_character`: a newline in an id would break every line that shows it). It imports
+no parser or charset detector: :mod:`ragidx.config` reads :data:`STREAM_BYTES` from here, and
+``ragidx --help`` must start fast.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +24,7 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "Document",
     "Skipped",
+    "control_character",
     "os_reason",
 ]
 
@@ -38,6 +42,8 @@ EMPTY_REASON = "empty document (no text after extraction)"
 STREAM_BYTES = 32 << 20  # text files larger than this are streamed, HTML parsed without a tree
 STREAM_BLOCK = 1 << 20  # bytes read at a time from a streamed file
 HEAD_CHARS = 65536  # characters of a streamed file kept in Document.text (titles, snippets)
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,14 @@ class Skipped:
 
     source: str
     reason: str
+
+
+def control_character(text: str) -> str | None:
+    """The first control character in ``text`` (a newline, a tab…) as Python writes it
+    (``'\\n'``), or None. Document ids holding one are refused: tables, TREC runs and warnings
+    show one id per line."""
+    match = _CONTROL.search(text)
+    return repr(match.group()) if match else None
 
 
 def os_reason(exc: OSError) -> str:

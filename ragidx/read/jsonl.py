@@ -1,7 +1,8 @@
 """JSONL corpora (the BEIR form): one document per line, ``{"_id", "title", "text", …}``.
 
 The id is ``_id`` (or ``id``: a non-empty string or an integer); the text is the title and the body;
-every other field is kept as metadata, with the line number. A line that is not a usable record,
+every other field is kept as metadata, with the line number. An id with a control character (a
+newline…) is refused, as it would break every line that shows it. A line that is not a usable record,
 and a repeated id (the first is kept), is a :class:`~ragidx.read.document.Skipped` entry named
 ``path:LINE``, so one bad line costs only itself.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from ragidx.read.document import EMPTY_REASON, Document, Skipped
+from ragidx.read.document import EMPTY_REASON, Document, Skipped, control_character
 
 __all__ = ["parse_jsonl"]
 
@@ -56,6 +57,9 @@ def _jsonl_record(line: str, lineno: int, source: str) -> Document | str:
     raw_id = record[id_key]
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
         return f'"{id_key}" must be a non-empty string or integer, got {json.dumps(raw_id)}'
+    control = control_character(str(raw_id))
+    if control is not None:
+        return f'"{id_key}" has a control character ({control}), which would break every line that shows it'
     if "text" not in record:
         return 'missing "text" field'
     body = record["text"]

@@ -3,11 +3,17 @@
 Pages are joined by a blank line, and ``metadata["page_starts"]`` records where each page's text
 begins; the document title comes from the PDF's ``/Title``. A malformed file, an encrypted one that
 does not open with the empty password, and a page whose drawing instructions expand beyond
-:data:`PDF_PAGE_CONTENT_LIMIT` (a decompression bomb) are skipped with a one-line reason.
+:data:`PDF_PAGE_CONTENT_LIMIT` (a decompression bomb) are skipped with a one-line reason. pypdf's
+own log lines and warnings ("EOF marker not found"…) are silenced while a file is read: that reason,
+or the document, is all a user sees.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pypdf
@@ -23,7 +29,7 @@ _REASON_MAX = 160
 def read_pdf(path: Path, doc_id: str, source: str) -> Document | Skipped:
     """The PDF at ``path`` as one document, or why it cannot be used."""
     try:
-        with path.open("rb") as handle:
+        with _quiet_pypdf(), path.open("rb") as handle:
             return _pdf_document(pypdf.PdfReader(handle), doc_id, source)
     except OSError as exc:
         return Skipped(source, f"cannot read file: {os_reason(exc)}")
@@ -70,6 +76,20 @@ def _pdf_document(reader: pypdf.PdfReader, doc_id: str, source: str) -> Document
         title=title,
         metadata={"format": "pdf", "pages": len(pages), "page_starts": page_starts},
     )
+
+
+@contextmanager
+def _quiet_pypdf() -> Iterator[None]:
+    """pypdf's logger and warnings silenced; both restored afterwards."""
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _short(exc: BaseException) -> str:

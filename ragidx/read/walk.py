@@ -32,6 +32,7 @@ from ragidx.read.document import (
     SUPPORTED_SUFFIXES,
     Document,
     Skipped,
+    control_character,
     os_reason,
 )
 from ragidx.read.html import declared_charset, html_document
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 _TEXT_FORMATS: dict[str, str] = {".txt": "text", ".md": "markdown", ".markdown": "markdown"}
+_NOT_REGULAR = "not a regular file (a FIFO, socket or device): not read"
 _HTML_SUFFIXES = (".html", ".htm")
 
 
@@ -115,10 +117,7 @@ def _single_file(
     name = file.name
     if not _selected(name, name, include, exclude):
         return
-    if not file.is_file():
-        yield Skipped(_abs(file), "not a regular file")
-        return
-    yield file, _printable(name)
+    yield _listed(file, _printable(name))
 
 
 def _walk_dir(
@@ -155,11 +154,24 @@ def _walk_dir(
             if is_link and not entry_path.exists():
                 yield Skipped(_abs(entry_path), _link_problem(entry_path))
                 continue
-            if not entry_path.is_file():
-                continue
-            yield entry_path, _printable(rel)
+            yield _listed(entry_path, _printable(rel))
 
     return walk(root, ())
+
+
+def _listed(file: Path, doc_id: str) -> tuple[Path, str] | Skipped:
+    """``(file, doc_id)``, or why the file is not read: not a regular file (a FIFO would block),
+    or a name with a control character (see :func:`~ragidx.read.document.control_character`)."""
+    if not file.is_file():
+        return Skipped(_abs(file), _NOT_REGULAR)
+    control = control_character(doc_id)
+    if control is not None:
+        return Skipped(
+            _abs(file),
+            f"file name has a control character ({control}), which would break every line that shows "
+            "its document id: rename the file",
+        )
+    return file, doc_id
 
 
 def _selected(rel: str, name: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:

@@ -64,3 +64,13 @@ def test_jsonl_records_and_bad_lines(tmp_path: Path) -> None:
 def test_jsonl_in_folder_keeps_record_ids(tmp_path: Path) -> None:
     touch(tmp_path, "data/c.jsonl", json.dumps({"_id": "x", "text": "t"}) + "\n")
     assert [d.doc_id for d in documents_of(list(iter_documents(tmp_path)))] == ["x"]
+
+
+def test_jsonl_ids_with_control_characters_are_refused(tmp_path: Path) -> None:
+    lines = [json.dumps({"_id": i, "text": "body"}) for i in ("ok", "two\nlines", "tab\tid", "ok2")]
+    items = list(iter_documents(touch(tmp_path, "c.jsonl", "\n".join(lines))))
+    assert [d.doc_id for d in documents_of(items)] == ["ok", "ok2"]
+    reasons = [(s.source.rsplit(":", 1)[1], s.reason) for s in skips_of(items)]
+    assert [line for line, _ in reasons] == ["2", "3"]
+    assert reasons[0][1].startswith('"_id" has a control character (\'\\n\')')
+    assert reasons[1][1].startswith('"_id" has a control character (\'\\t\')')

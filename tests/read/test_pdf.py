@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
+import pytest
 from fpdf import FPDF
 
 from ragidx.read.walk import read_file
@@ -42,6 +44,20 @@ def test_malformed_pdf_is_skipped(tmp_path: Path) -> None:
     skip = one_skip(path)
     assert skip.reason.startswith("malformed PDF: ")
     assert "\n" not in skip.reason
+
+
+@pytest.mark.parametrize("data", [b"%PDF-1.4\ngarbage\n", b"not a pdf at all" * 64], ids=["header", "text"])
+def test_garbage_pdf_gives_only_ragidx_s_reason(
+    tmp_path: Path, data: bytes, caplog: pytest.LogCaptureFixture, recwarn: pytest.WarningsRecorder
+) -> None:
+    """pypdf's own log lines and warnings ("EOF marker not found") stay out of the output: the
+    skip reason is the one line a user sees."""
+    path = tmp_path / "garbage.pdf"
+    path.write_bytes(data)
+    with caplog.at_level(logging.DEBUG):
+        assert one_skip(path).reason.startswith("malformed PDF: ")
+    assert [r.getMessage() for r in caplog.records] == [] and len(recwarn) == 0
+    assert logging.getLogger("pypdf").level == logging.NOTSET  # the logger is left as it was
 
 
 def test_encrypted_pdf_is_skipped(tmp_path: Path) -> None:

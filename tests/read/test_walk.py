@@ -187,3 +187,42 @@ def test_streamed_binary_and_blank_files_are_skipped(tmp_path: Path) -> None:
     streamed = items["ok.txt"]
     assert isinstance(streamed, Document) and streamed.metadata["streamed"]
     assert "".join(streamed.pieces()) == "h\u00e9llo w\u00f6rld " * 1000
+
+
+def test_fifos_and_sockets_in_a_folder_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    """A FIFO named like a document is never opened (that would block) but named in a warning."""
+    import os
+    import socket
+
+    touch(tmp_path, "a.txt", "a real file")
+    os.mkfifo(tmp_path / "pipe.txt")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "sock.md"))
+    try:
+        items = list(iter_documents(tmp_path))
+    finally:
+        server.close()
+    assert [d.doc_id for d in documents_of(items)] == ["a.txt"]
+    assert [(Path(s.source).name, s.reason) for s in skips_of(items)] == [
+        ("pipe.txt", "not a regular file (a FIFO, socket or device): not read"),
+        ("sock.md", "not a regular file (a FIFO, socket or device): not read"),
+    ]
+    assert [s.reason for s in skips_of(list(iter_documents(tmp_path / "pipe.txt")))] == [
+        "not a regular file (a FIFO, socket or device): not read"
+    ]
+
+
+@pytest.mark.parametrize("control", ["\n", "\t", "\x07", "\x85", "\u2028"])
+def test_file_names_with_control_characters_are_refused(tmp_path: Path, control: str) -> None:
+    """A newline in a document id would break every table row that shows it: such a file is
+    skipped with a reason that says what to do, and nothing else changes."""
+    touch(tmp_path, "fine.txt", "kept")
+    touch(tmp_path / f"dir{control}x", "inner.txt", "also refused: its id holds the folder's name")
+    path = touch(tmp_path, f"two{control}lines.txt", "some text")
+    items = list(iter_documents(tmp_path))
+    assert [d.doc_id for d in documents_of(items)] == ["fine.txt"]
+    reasons = {s.source: s.reason for s in skips_of(items)}
+    assert reasons[str(path)].startswith("file name has a control character")
+    assert "rename" in reasons[str(path)]
+    assert len(reasons) == 2
+    assert [s.reason for s in skips_of(list(iter_documents(path)))] == [reasons[str(path)]]
