@@ -13,18 +13,27 @@ only composes them into the sections of a TOML file (see ``configs/default.toml`
 Command-line flags override the file (:meth:`RagidxConfig.override`). Settings a user set
 explicitly (in the file or as a flag) are remembered, so that an existing index can refuse settings
 that contradict how it was built while still supplying the ones nobody asked to change.
+
+A file with mistakes is refused with every mistake at once, one line each, naming the valid keys
+of the section (and the closest one) or the valid values of the setting.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 import tomllib
+import types
+import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from ragidx.embed.config import EncoderConfig, LongDocConfig
-from ragidx.errors import ConfigError, describe_validation
+from ragidx.errors import ConfigError
 from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.read.document import STREAM_BYTES
 
@@ -111,4 +120,74 @@ def _validate(raw: dict[str, Any], where: str) -> RagidxConfig:
     try:
         return RagidxConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {describe_validation(exc)}") from exc
+        raise ConfigError("\n".join(f"{where}: {line}" for line in describe_problems(exc))) from exc
+
+
+# Keys people write for another one, where the spelling is too far for difflib to find it.
+_ALIASES = {
+    ("model", "name"): "model",
+    ("model", "model_name"): "model",
+    ("model", "model_id"): "model",
+    ("model", "path"): "model",
+    ("long_doc", "strategy"): "policy",
+    ("long_doc", "mode"): "policy",
+    ("index", "faiss_factory"): "factory",
+}
+
+
+def describe_problems(exc: ValidationError, root: type[BaseModel] = RagidxConfig) -> list[str]:
+    """Every problem pydantic found in settings of ``root``, one line each: ``dotted.key: what is
+    wrong`` and what would be right (the valid keys of the section and the closest one; the valid
+    values of a setting and the closest one)."""
+    return [_problem(error, root) for error in exc.errors()]
+
+
+def _problem(error: ErrorDetails, root: type[BaseModel]) -> str:
+    loc = [str(part) for part in error["loc"]]
+    path = ".".join(loc)
+    if error["type"] == "extra_forbidden":
+        section = _section(root, loc[:-1])
+        if section is not None:
+            keys = list(section.model_fields)
+            what = f"valid keys in [{'.'.join(loc[:-1])}]" if loc[:-1] else "valid sections"
+            line = f"{path}: unknown {'key' if loc[:-1] else 'section'}; {what}: {', '.join(keys)}"
+            guess = _ALIASES.get((loc[0], loc[-1])) if len(loc) == 2 else None
+            return line + _did_you_mean(loc[-1], keys, guess)
+    message = error["msg"]
+    if error["type"] == "literal_error":
+        expected = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+        message += _did_you_mean(error["input"], expected)
+    return f"{path}: {message}" if path else message
+
+
+def _did_you_mean(given: object, valid: Sequence[str], guess: str | None = None) -> str:
+    if guess is None and isinstance(given, str):
+        close = difflib.get_close_matches(given.lower(), valid, n=1, cutoff=0.6)
+        guess = close[0] if close else None
+    return f" (did you mean {guess!r}?)" if guess is not None else ""
+
+
+def _section(root: type[BaseModel], loc: Sequence[str]) -> type[BaseModel] | None:
+    """The settings model at ``loc`` under ``root`` (``long_doc.extension`` → ExtensionConfig)."""
+    model: type[BaseModel] = root
+    for part in loc:
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        found = _model_in(field.annotation)
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model in a field's annotation (``HybridConfig | None`` → HybridConfig)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None

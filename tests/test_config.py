@@ -103,12 +103,21 @@ def test_non_utf8_file_is_config_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[long_doc]\npolcy = "x"\n', "long_doc.polcy: Extra inputs are not permitted"),
-        ("[bogus]\nx = 1\n", "bogus: Extra inputs are not permitted"),
+        (
+            '[long_doc]\npolcy = "x"\n',
+            r"long_doc.polcy: unknown key; valid keys in \[long_doc\]: policy, chunk_size, .* "
+            r"\(did you mean 'policy'\?\)$",
+        ),
+        ("[bogus]\nx = 1\n", "bogus: unknown section; valid sections: model, long_doc, index, lexical"),
         ("[long_doc]\noverlap = -1\n", "long_doc.overlap: Input should be greater than or equal to 0"),
         (
             '[long_doc]\npolicy = "nope"\n',
             "long_doc.policy: Input should be 'chunk', 'pcw', 'truncate', 'extend' or 'late'",
+        ),
+        (
+            '[long_doc]\npolicy = "chunks"\n',
+            "long_doc.policy: Input should be 'chunk', 'pcw', 'truncate', 'extend' or 'late' "
+            r"\(did you mean 'chunk'\?\)",
         ),
         ("[long_doc]\nchunk_size = 2\n", "long_doc.chunk_size: Input should be greater than or equal to 4"),
         (
@@ -172,6 +181,47 @@ def test_override_invalid_value_raises() -> None:
     ):
         base.override(index={"factory": "IDMap2,"})
     with pytest.raises(
-        ConfigError, match=r"^command-line options: long_doc.polcy: Extra inputs are not permitted"
+        ConfigError, match=r"^command-line options: long_doc.polcy: unknown key; valid keys in \[long_doc\]"
     ):
         base.override(long_doc={"polcy": "pcw"})
+
+
+def test_every_mistake_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    """Two bad values and an unknown key: one line each, each naming the file, what is wrong and
+    what would be right."""
+    path = _toml(
+        tmp_path,
+        '[model]\nname = "default"\nbatch_size = 0\n[long_doc]\npolicy = "sideways"\n'
+        '[long_doc.extension]\nmethd = "pi"\n[index]\ngpu = "sometimes"\n',
+    )
+    with pytest.raises(ConfigError) as raised:
+        RagidxConfig.load(path)
+    lines = str(raised.value).splitlines()
+    assert all(line.startswith(f"{path}: ") for line in lines)
+    problems = sorted(line.removeprefix(f"{path}: ") for line in lines)
+    assert len(problems) == 5, problems
+    keys = "model, revision, device, dtype, max_length, batch_size, max_batch_tokens, pooling"
+    assert problems[0].startswith("index.gpu: Input should be 'auto', 'never' or 'always'")
+    assert problems[1] == (
+        "long_doc.extension.methd: unknown key; valid keys in [long_doc.extension]: method, "
+        "target_length, original_length, scale, ntk_lambda, se_group, se_window, attention_scaling, "
+        "tau, query_tau (did you mean 'method'?)"
+    )
+    assert problems[2] == "long_doc.policy: Input should be 'chunk', 'pcw', 'truncate', 'extend' or 'late'"
+    assert problems[3] == "model.batch_size: Input should be greater than or equal to 1"
+    assert problems[4].startswith(f"model.name: unknown key; valid keys in [model]: {keys}")
+    assert problems[4].endswith("(did you mean 'model'?)")  # the key that names the model
+
+
+def test_cli_prints_each_config_mistake_as_an_error_line_and_exits_2(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ragidx.cli import app
+
+    path = _toml(tmp_path, '[model]\nname = "default"\n[long_doc]\npolicy = "sideways"\noverlap = -1\n')
+    result = CliRunner().invoke(app, ["ingest", str(tmp_path), "-c", str(path), "-i", str(tmp_path / "ix")])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"error: {path}: ") for line in lines), lines
+    assert any("model.name: unknown key; valid keys in [model]: model," in line for line in lines)
+    assert not (tmp_path / "ix").exists()

@@ -4,21 +4,58 @@ Each command lives in its own module, ``ragidx.cli.<command>``, as a plain funct
 imports them and registers them, so dependencies point one way (app → commands → library).
 Command modules import torch and the other heavy libraries inside the function that needs them,
 so ``ragidx --help``, ``ragidx COMMAND --help``, ``info`` and ``verify`` start without them.
+
+The root command's class (:class:`_Root`) tidies the help of every command under it: docstring
+paragraphs are rewrapped to the terminal's width (not broken where the source lines end), flags
+show no value type (``--prune``, not ``--prune <bool>``), and repeatable options show the type of
+one value (``--include <str>``, not ``<list[str]>``).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from ragidx import __version__
 from ragidx.cli import delete, eval, info, ingest, probe, query, verify
 from ragidx.cli.console import out, state
 
+
+class _Root(typer.core.TyperGroup):
+    """The ``ragidx`` group: built with every command under it, and tidies their help."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        tidy_help(self)
+
+
+def tidy_help(command: Any) -> None:
+    """Rewrap ``command``'s help paragraphs, drop the value type shown after its flags, show one
+    value's type after its repeatable options; the same for every command under it."""
+    if command.help:
+        command.help = "\n\n".join(
+            paragraph if paragraph.startswith("\b") else re.sub(r"[ \t]*\n[ \t]*", " ", paragraph)
+            for paragraph in re.split(r"\n\s*\n", command.help.strip())
+        )
+    ctx = typer.Context(command)
+    for param in [*command.params, command.get_help_option(ctx)]:  # --help is made on first use
+        if not isinstance(param, typer.core.TyperOption):
+            continue
+        if param.is_flag and not param.count:
+            param.metavar = ""  # a flag takes no value
+        elif param.multiple and param.metavar is None:
+            param.metavar = re.sub(r"^<list\[(.*)\]>$", r"<\1>", param.display_type(ctx))
+    for sub in getattr(command, "commands", {}).values():
+        tidy_help(sub)
+
+
 app = typer.Typer(
     name="ragidx",
+    cls=_Root,
     help=(
         "Embed whole long documents, index them with FAISS, and retrieve them.\n\n"
         "Start with:  ragidx ingest ./docs --index my-index  then  "

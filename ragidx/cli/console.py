@@ -1,7 +1,10 @@
 """What every command shares: the two consoles, ``--debug`` state, exit codes and error handling.
 
 A :class:`~ragidx.errors.RagidxError` raised inside a command becomes ``error: <one line>`` on
-stderr and its exit code (see docs/cli.md), with the traceback only under ``--debug``.
+stderr (one such line per problem, when a config file has several) and its exit code (see
+docs/cli.md), with the traceback only under ``--debug``. Text that is not ragidx's own markup (file
+names, install hints such as ``pip install 'ragidx[eval]'``) goes through :func:`plain` before a
+rich console prints it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ragidx.errors import RagidxError
 
@@ -40,7 +44,8 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
         except RagidxError as exc:
             if state.debug:
                 raise
-            typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
+            for line in str(exc).splitlines() or [""]:  # plain lines, never wrapped
+                typer.echo(f"error: {line}", err=True)
             raise typer.Exit(exc.exit_code) from None
         except OSError as exc:  # a disk or permission failure while writing: nothing was committed
             if state.debug:
@@ -57,3 +62,14 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
 def one_line(text: str) -> str:
     """``text`` with control characters (a newline in a file name…) escaped: warnings stay one line."""
     return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], text)
+
+
+def plain(text: str) -> str:
+    """``text`` as one line that a rich console prints as it is: ``[eval]`` in
+    ``pip install 'ragidx[eval]'`` or a file name is not taken for markup."""
+    return escape(one_line(text))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 document``, ``2 documents``, ``1 worker``, ``0 workers`` (``many``: an irregular plural)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"

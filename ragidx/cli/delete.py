@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ragidx.cli.console import PARTIAL_EXIT, err, handle_errors, one_line, out
+from ragidx.cli.console import PARTIAL_EXIT, err, handle_errors, one_line, out, plain, plural
 from ragidx.cli.options import DEFAULT_INDEX, Json
 
 
@@ -38,7 +38,8 @@ def delete_command(
         out.print_json(json.dumps({**report.to_dict(), "dry_run": dry_run}, ensure_ascii=False))
     else:
         verb = "would remove" if dry_run else "removed"
-        out.print(f"{verb} {len(report.removed)} documents from {index}", highlight=False)
+        removed = plural(len(report.removed), "document")
+        out.print(f"{verb} {removed} from {plain(str(index))}", highlight=False)
         for doc_id in report.removed:
             out.print(f"  {one_line(doc_id)}", highlight=False, markup=False)
     for doc_id in report.not_found:

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, Tim
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
-from ragidx.cli.console import err, handle_errors, out
+from ragidx.cli.console import err, handle_errors, out, plain
 from ragidx.cli.options import Device, DType, Json
 from ragidx.errors import ConfigError, describe_validation
 from ragidx.evaluate.grid import EvalGrid
@@ -45,10 +45,11 @@ class _Bars:
         self.current: TaskID | None = None
 
     def record(self, description: str, done: bool = False) -> None:
+        """Print one line; ``description`` is plain text (``pip install 'ragidx[eval]'`` stays whole)."""
         if done:
-            self.bar.console.print(f"  {description}", highlight=False)
+            self.bar.console.print(f"  {plain(description)}", highlight=False)
         else:
-            self.bar.console.print(f"[bold]{description}[/]", highlight=False)
+            self.bar.console.print(f"[bold]{plain(description)}[/]", highlight=False)
 
     def stage(self, description: str, total: int) -> None:
         if self.current is not None:

@@ -180,7 +180,10 @@ def ingest_command(
     device: Device = None,
     batch_size: Annotated[int | None, typer.Option(help="Windows per forward pass.")] = None,
     trust_remote_code: Annotated[
-        bool, typer.Option(help="Allow models that ship their own code (only if you trust them).")
+        bool,
+        typer.Option(
+            "--trust-remote-code", help="Allow models that ship their own code (only if you trust them)."
+        ),
     ] = False,
     engine: Annotated[
         Engine,

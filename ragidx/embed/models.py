@@ -26,13 +26,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ragidx.embed.config import PoolingConfig
-from ragidx.errors import ModelError
+from ragidx.errors import ConfigError, ModelError
 
 if TYPE_CHECKING:
     import torch
 
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+
+class ModelPathError(ModelError):
+    """The model setting names a path that is no model folder (missing, a file, no config.json):
+    a setting to fix, so the CLI exits with the invalid-settings status, 2."""
+
+    exit_code = ConfigError.exit_code
+
 
 # Weight formats ragidx never loads: skipped when downloading from the hub.
 _HUB_IGNORE = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.tflite", "*.gguf"]
@@ -121,12 +130,12 @@ def resolve_model(name: str, revision: str | None = None) -> ModelFolder:
     if as_path.is_dir():
         return read_model_folder(name, as_path.resolve(), revision=None)
     if as_path.exists():
-        raise ModelError(f"{name}: is a file, not a model folder; pass the folder holding config.json")
+        raise ModelPathError(f"{name}: is a file, not a model folder; pass the folder holding config.json")
     models_root = os.environ.get("RAGIDX_MODELS")
     if models_root and (Path(models_root) / name).is_dir():
         return read_model_folder(name, (Path(models_root) / name).resolve(), revision=None)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:  # a path, not "org/name"
-        raise ModelError(f"{name}: no such model folder; check the path")
+        raise ModelPathError(f"{name}: no such model folder; check the path")
     folder = _download(name, revision)
     return read_model_folder(name, folder, revision=folder.name)
 
@@ -136,7 +145,7 @@ def read_model_folder(name: str, path: Path, revision: str | None) -> ModelFolde
     modules_file = path / "modules.json"
     if not modules_file.is_file():
         if not (path / "config.json").is_file():
-            raise ModelError(f"{path}: not a model folder (no config.json or modules.json)")
+            raise ModelPathError(f"{path}: not a model folder (no config.json or modules.json)")
         return ModelFolder(name=name, path=path, transformer_path=path, revision=revision)
     try:
         modules: list[dict[str, Any]] = json.loads(modules_file.read_text(encoding="utf-8"))

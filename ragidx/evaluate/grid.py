@@ -137,11 +137,12 @@ class Records:
     def ensure(self, key: tuple[Any, ...], make: Callable[[], EvalRecord]) -> EvalRecord:
         """The record with this key: found, or made by ``make`` and stored."""
         task, _, spec, max_length, *_ = key
+        name = f"{task} · {spec}" + (f" @{max_length}" if max_length is not None else "")
         found = self.done.get(key)
         if found is not None and (key in self.fresh or not self.grid.force):
-            self.progress.record(f"{task} · {spec} @{max_length}: done earlier", done=True)
+            self.progress.record(f"{name}: done earlier", done=True)
             return self.results.records[found]
-        self.progress.record(f"{task} · {spec} @{max_length}")
+        self.progress.record(name)
         record = make()
         if found is not None:
             self.results.records[found] = record

@@ -5,8 +5,8 @@
 * real tasks: the main metric against the max length L_t, one line per strategy (strategies that
   ignore L_t, such as truncate, are drawn as a flat line over the lengths run);
 * quality vs index size: per model and task, each strategy's score against its vectors per
-  document (log scale), the Pareto front drawn as a step line; a strategy without vectors
-  (``bm25``) as a dotted horizontal line.
+  document (log scale when they span a decade, else linear; plain numbers on the axis), the Pareto
+  front drawn as a step line; a strategy without vectors (``bm25``) as a dotted horizontal line.
 """
 
 from __future__ import annotations
@@ -69,13 +69,26 @@ def write_plots(results: EvalResults, folder: Path) -> list[Path]:
 
 def _tradeoff(plt: object, rows: list[EvalRecord], path: Path, task: str, model: str) -> Path:
     figure, axes = plt.subplots(figsize=(7.2, 4.6))  # type: ignore[attr-defined]
+    draw_tradeoff(axes, rows)
+    axes.set_title(f"{task_title(task)}: quality vs vectors per document — {model}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)  # type: ignore[attr-defined]
+    return path
+
+
+def draw_tradeoff(axes: Axes, rows: list[EvalRecord]) -> None:
+    """Each record's score against its vectors per document, the Pareto front as a step line, a
+    record without vectors as a dotted horizontal line."""
     for i, record in enumerate(r for r in rows if r.parameters["vectors_per_doc"] <= 0):
         name = f"{label(record)} (no vectors): {record.score:.1f}"  # no place on a log axis: a line
         axes.axhline(record.score, color=f"C{(i + 3) % 10}", linestyle=":", label=name)
+    sizes: list[float] = []
     for record in rows:
         x = record.parameters["vectors_per_doc"]
         if x <= 0:
             continue
+        sizes.append(x)
         axes.scatter([x], [record.score], s=28)
         axes.annotate(label(record), (x, record.score), fontsize=7, xytext=(4, 3), textcoords="offset points")
     front = sorted(
@@ -90,16 +103,25 @@ def _tradeoff(plt: object, rows: list[EvalRecord], path: Path, task: str, model:
         alpha=0.6,
         label="Pareto front",
     )
-    axes.set_xscale("log")
+    _size_axis(axes, sizes)
     axes.set_xlabel("vectors per document (index size)")
     axes.set_ylabel(f"{rows[0].main_metric} (%)")
-    axes.set_title(f"{task_title(task)}: quality vs vectors per document — {model}")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)  # type: ignore[attr-defined]
-    return path
+
+
+def _size_axis(axes: Axes, sizes: list[float]) -> None:
+    """Vectors per document: a log axis with plain numbers (1, 2, 5, 10, …) when the sizes span a
+    decade or more, else a linear one (a log axis over 1.0–1.7 labels every minor tick in
+    scientific notation, and the labels run into each other)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    if not sizes or max(sizes) < 10 * min(sizes):
+        return  # linear, matplotlib's own ticks
+    axes.set_xscale("log")
+    axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _synthetic(axes: Axes, rows: list[EvalRecord]) -> None:

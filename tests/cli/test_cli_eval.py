@@ -176,3 +176,22 @@ def test_help_teaches_the_bm25_strategies() -> None:
     assert "'bm25': BM25 alone over whole documents" in text
     assert "'+bm25:<w|rrf|auto>'" in text and "chunk:256:0+best:2+bm25:auto" in text
     assert "--strategy bm25 --strategy chunk --strategy chunk+bm25:auto" in text  # the example
+
+
+def test_eval_progress_names_whole_documents_and_keeps_install_hints_whole(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Progress lines print their text as it is (rich would take ``[eval]`` in the install hint for
+    markup), and a record without a max length is not labelled ``@None``."""
+    from ragidx.evaluate import plots
+
+    def no_matplotlib(*_: object) -> None:
+        raise ImportError("No module named 'matplotlib'")
+
+    monkeypatch.setattr(plots, "write_plots", no_matplotlib)
+    args = ["eval", "-t", "passkey", "-m", str(tiny_model), "-s", "truncate", "--lengths", "256"]
+    args += ["--out", str(tmp_path / "out"), "--no-cache", "--device", "cpu"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "pip install 'ragidx[eval]'" in result.stderr
+    assert "passkey · truncate" in result.stderr and "@None" not in result.output

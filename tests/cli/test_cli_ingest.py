@@ -90,7 +90,7 @@ def test_errors_are_one_line_with_non_zero_exit(tmp_path: Path, tiny_model: Path
     bad_model = runner.invoke(
         app, ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tmp_path / "nomodel")]
     )
-    assert bad_model.exit_code == 1 and "no such model folder" in bad_model.stderr
+    assert bad_model.exit_code == 2 and "no such model folder" in bad_model.stderr  # invalid settings
     assert not (tmp_path / "ix").exists()
 
     bad_cfg = tmp_path / "bad.toml"
@@ -194,7 +194,7 @@ def test_ray_job_failure_is_one_line_and_commits_nothing(
     result = runner.invoke(app, args)
     assert result.exit_code == 1
     error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(error) == 1 and "the Ray job failed (ModelError: " in error[0], result.stderr[-2000:]
+    assert len(error) == 1 and "the Ray job failed (ModelPathError: " in error[0], result.stderr[-2000:]
     assert "no-such-model" in error[0] and "re-run to resume" in error[0]
     assert len(Index.open(ix)) == 2  # nothing committed
 

@@ -55,8 +55,9 @@ def test_unusable_names_give_clear_errors(tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "weights.bin").write_bytes(b"x")
     with pytest.raises(ModelError, match="is a file, not a model folder"):
         resolve_model(str(tmp_path / "weights.bin"))
-    with pytest.raises(ModelError, match="no such model folder"):
+    with pytest.raises(ModelError, match="no such model folder") as missing:
         resolve_model("./does/not/exist")
+    assert missing.value.exit_code == 2  # a setting to fix, like a bad config value
     with pytest.raises(ModelError, match="not found locally and not downloadable"):
         resolve_model("nobody-here/no-such-model-xyz")
 
