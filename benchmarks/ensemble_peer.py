@@ -1,4 +1,4 @@
-"""The peer hybrid: LangChain's ``EnsembleRetriever`` (BM25Retriever + FAISS, RRF) on QMSum, nDCG@10.
+"""The peer hybrid: LangChain's ``EnsembleRetriever`` (BM25Retriever + FAISS, RRF) on a ragidx eval task.
 
 The question: how does ragidx's ``chunk+bm25:rrf`` / ``chunk+bm25:auto`` (``ragidx eval``) compare
 with the hybrid a LangChain user builds today, on the same split (LongEmbed-style QMSum: 197
@@ -18,7 +18,9 @@ meetings, 1,527 queries), the same model and the same chunks:
 
 ``--bm25-over meetings`` gives BM25Retriever the whole meetings instead (one document each, what
 ragidx's BM25 reads, also past L_t), to separate the analyzer and the documents BM25 sees from the
-fusion. Each retriever alone is scored too. Needs ``langchain-community``, ``langchain-classic`` and
+fusion. ``--task passkey`` / ``needle`` (with ``--lengths``) runs the same on the synthetic tasks,
+one score per length (their main metric, Acc@1, and nDCG@10); "meetings" are then the documents.
+Each retriever alone is scored too. Needs ``langchain-community``, ``langchain-classic`` and
 ``rank-bm25`` (``pip install langchain-community langchain-classic rank-bm25``; not ragidx
 dependencies: run it from a virtual environment that has them beside ragidx).
 
@@ -26,6 +28,8 @@ dependencies: run it from a virtual environment that has them beside ragidx).
         --out results/lexical/peer-ensemble-chunk.json
     python benchmarks/ensemble_peer.py --data-dir ../shared/data --max-length 4096 --k 4 --k 100 \
         --bm25-over meetings --out results/lexical/peer-ensemble-meetings.json
+    python benchmarks/ensemble_peer.py --task passkey --task needle --lengths 256,512,1024,2048,4096 \
+        --max-length 4096 --k 4 --out results/lexical-synthetic/peer-ensemble-minilm.json
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("RAGIDX_EVAL_DATA", "../shared/data"))
     parser.add_argument("--model", default="default")
+    parser.add_argument("--task", action="append", help="qmsum (default), passkey, needle (repeatable)")
+    parser.add_argument("--lengths", default="256,512,1024,2048,4096", help="passkey/needle lengths")
     parser.add_argument("--max-length", type=int, default=4096)
     parser.add_argument("--strategy", default="chunk", help="a ragidx chunk strategy: the chunks")
     parser.add_argument("--k", type=int, action="append", help="chunks per retriever (repeatable)")
@@ -65,6 +71,55 @@ def main() -> None:
     args = parser.parse_args()
     ks = args.k or [4, 100]
 
+    started = time.perf_counter()
+    strategy = parse(args.strategy)
+    long_doc = strategy.long_doc(args.max_length)
+    encoders = Encoders("cpu", "auto", None)
+    encoder, encoder_id = encoders.get(args.model, strategy.model_overrides, long_doc.extension)
+    cache = EmbeddingCache(args.cache_dir)
+    cache.load(encoder.folder.fingerprint())
+    tasks = [
+        load_task(
+            name,
+            encoder=encoder,
+            data=args.data_dir,
+            sample=args.sample,
+            lengths=[int(n) for n in args.lengths.split(",")],
+        )
+        for name in args.task or ["qmsum"]
+    ]
+    results: dict[str, Any] = {
+        "tasks": [task.name for task in tasks],
+        "strategy": args.strategy,
+        "bm25_over": args.bm25_over,
+        "max_length": args.max_length,
+        "model": args.model,
+        "scores": {},
+    }
+    for task in tasks:
+        for group in task.groups:
+            label = task.name if len(task.groups) == 1 else f"{task.name} {group.name}"
+            results["scores"][label] = _score_group(
+                group, task.main_metric, encoder, encoder_id, strategy, long_doc, cache, args, ks
+            )
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+
+def _score_group(
+    group: Any,
+    metric: str,
+    encoder: Any,
+    encoder_id: str,
+    strategy: Any,
+    long_doc: Any,
+    cache: EmbeddingCache,
+    args: argparse.Namespace,
+    ks: list[int],
+) -> dict[str, Any]:
+    """Each retriever's scores on one task group (the ensemble and its two parts, per k)."""
     from langchain_core.documents import Document
     from langchain_core.embeddings import Embeddings
 
@@ -74,15 +129,6 @@ def main() -> None:
         from langchain_community.retrievers import BM25Retriever
         from langchain_community.vectorstores import FAISS
 
-    started = time.perf_counter()
-    strategy = parse(args.strategy)
-    long_doc = strategy.long_doc(args.max_length)
-    encoders = Encoders("cpu", "auto", None)
-    encoder, encoder_id = encoders.get(args.model, strategy.model_overrides, long_doc.extension)
-    cache = EmbeddingCache(args.cache_dir)
-    cache.load(encoder.folder.fingerprint())
-    task = load_task("qmsum", encoder=encoder, data=args.data_dir, sample=args.sample)
-    group = task.groups[0]
     stats = EmbedStats()
     progress = SilentProgress()
     docs = embed_documents(encoder, encoder_id, strategy, long_doc, group, cache, stats, progress)
@@ -110,21 +156,8 @@ def main() -> None:
 
     pairs = [(c.page_content, v) for c, v in zip(chunks, docs.vectors.tolist(), strict=True)]
     store = FAISS.from_embeddings(pairs, Cached(), metadatas=[c.metadata for c in chunks])
-    built = time.perf_counter() - started
-
-    results: dict[str, Any] = {
-        "task": task.name,
-        "source": task.source,
-        "queries": len(group.queries),
-        "meetings": len(group.corpus),
-        "chunks": len(chunks),
-        "strategy": args.strategy,
-        "bm25_over": args.bm25_over,
-        "max_length": args.max_length,
-        "model": args.model,
-        "setup_seconds": round(built, 1),
-        "scores": {},
-    }
+    out: dict[str, Any] = {"queries": len(group.queries), "documents": len(group.corpus)}
+    out["chunks"] = len(chunks)
     meetings = [Document(page_content=t, metadata={"doc_id": d}) for d, t in group.corpus.items()]
     for k in ks:
         bm25 = BM25Retriever.from_documents(chunks if args.bm25_over == "chunks" else meetings, k=k)
@@ -135,14 +168,14 @@ def main() -> None:
             run = {qid: _meetings(retriever.invoke(text)) for qid, text in group.queries.items()}
             metrics = {m: 100 * v for m, v in evaluate(run, group.qrels).items()}
             label = f"{name}, k={k}" + (", BM25 over meetings" if args.bm25_over == "meetings" else "")
-            results["scores"][label] = {
+            out[label] = {
+                metric: round(metrics[metric], 2),
                 "ndcg@10": round(metrics["ndcg@10"], 2),
                 "recall@10": round(metrics["recall@10"], 2),
                 "seconds": round(time.perf_counter() - tic, 1),
             }
-            print(f"{label:50} nDCG@10 {metrics['ndcg@10']:5.1f}  ({results['scores'][label]['seconds']} s)")
-    if args.out is not None:
-        args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+            print(f"{group.name:8} {label:50} {metric} {metrics[metric]:5.1f}  ({out[label]['seconds']} s)")
+    return out
 
 
 def _meetings(found: list[Any]) -> list[tuple[str, float]]:

@@ -23,13 +23,16 @@ A spec is a base strategy with optional modifiers joined by ``+``:
   (``ragidx eval`` only) chooses w by cross-validation. The document vector comes from the
   single-vector base given beside the chunk base (``pcw+chunk:256+hybrid:rrf``,
   ``chunk:256+extend:pi+hybrid:0.3``), else from the late pass itself (late) or pcw (chunk);
-* ``bm25`` — alone: BM25 over whole documents (``ragidx.index.lexical``), no vectors (``ragidx eval``
-  only: an index gets its BM25 index at ingest by default);
+* ``bm25`` — alone: the lexical score of ``ragidx.index.lexical`` (a document's BM25 plus its best
+  passage's, the index's default), no vectors (``ragidx eval`` only: an index gets its lexical
+  index at ingest by default);
 * ``bm25:<w>``, ``bm25:rrf`` or ``bm25:auto`` — appended to a dense strategy
   (``chunk:256:0+best:2+bm25:auto``, ``pcw+bm25:0.7``): the dense document scores fused with BM25 as
   a hybrid search does (``ragidx.search.fusion.fuse_lexical``): ``w·z(bm25) + (1−w)·z(dense)`` with
   w BM25's weight, or reciprocal-rank fusion; ``auto`` (``ragidx eval`` only) chooses w by
-  cross-validation.
+  cross-validation;
+* ``passages:<P>`` — with ``bm25`` or ``+bm25:…``: BM25's passages of P terms (``[lexical]
+  passage_terms``); ``passages:0`` scores whole documents only (classic BM25: ``bm25+passages:0``).
 
 :func:`parse` turns a spec into a :class:`Strategy`; :meth:`Strategy.long_doc` and
 :meth:`Strategy.encoder_config` give the :class:`~ragidx.embed.config.LongDocConfig` (with its
@@ -54,11 +57,13 @@ from ragidx.index.config import LexicalConfig
 BASES = ("truncate", "chunk", "pcw", "extend", "late")
 CHUNKED = ("chunk", "late")
 LEXICAL = "bm25"  # alone: BM25 only; bm25:<w|rrf|auto>: fused with the dense strategy it is appended to
+PASSAGES = "passages"  # passages:<P>: BM25's passage size (0: whole documents only)
 GRAMMAR = (
     "truncate, chunk[:N[:O]], pcw, extend:<method|preset.toml>, late[:N[:O]], lmk:<g>, tau:<τ>, "
-    "vectors:<K>, best:<N>, hybrid:<rrf|w|auto>, bm25:<w|rrf|auto>, joined by '+'; or bm25 alone"
+    "vectors:<K>, best:<N>, hybrid:<rrf|w|auto>, bm25:<w|rrf|auto>, passages:<P>, joined by '+'; "
+    "or bm25 alone (+passages:<P>)"
 )
-_LEXICAL_FIELDS = ("lexical_fusion", "lexical_weight")
+_LEXICAL_FIELDS = ("lexical_fusion", "lexical_weight", "lexical_passages")
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class Strategy:
     best_chunks: int | None = None  # chunk, late: score by the mean of the N best vectors
     lexical_fusion: str | None = None  # +bm25: "rrf", "weighted" or "auto" (weighted, tuned by ragidx eval)
     lexical_weight: float | None = None  # +bm25 weighted: BM25's weight
+    lexical_passages: int | None = None  # passages:<P>: BM25's passage_terms (None: the base's)
 
     @property
     def lexical_only(self) -> bool:
@@ -97,13 +103,18 @@ class Strategy:
         if self.lexical_fusion is None:
             return self
         parts = [p.strip() for p in self.spec.split("+") if p.strip()]
-        parts = [p for p in parts if p.partition(":")[0] != LEXICAL]
-        return replace(self, spec="+".join(parts), lexical_fusion=None, lexical_weight=None)
+        parts = [p for p in parts if p.partition(":")[0] not in (LEXICAL, PASSAGES)]
+        return replace(
+            self, spec="+".join(parts), lexical_fusion=None, lexical_weight=None, lexical_passages=None
+        )
 
     def lexical_config(self, base: LexicalConfig | None = None) -> LexicalConfig:
-        """``base`` (default: the library's BM25 settings) with this strategy's fusion: ``bm25:rrf``,
-        ``bm25:<w>``; ``bm25:auto`` keeps the base weight (ragidx eval tunes it per task)."""
+        """``base`` (default: the library's BM25 settings) with this strategy's passages
+        (``passages:<P>``) and fusion: ``bm25:rrf``, ``bm25:<w>``; ``bm25:auto`` keeps the base
+        weight (ragidx eval tunes it per task)."""
         base = base or LexicalConfig()
+        if self.lexical_passages is not None:
+            base = base.model_copy(update={"passage_terms": self.lexical_passages})
         if self.lexical_fusion == "rrf":
             return base.model_copy(update={"fusion": "rrf"})
         if self.lexical_fusion == "weighted":
@@ -215,6 +226,8 @@ def parse(spec: str) -> Strategy:
             options["tau"] = tau
         elif name == "vectors":
             options["vectors_per_doc"] = _number(spec, part, arg, int)
+        elif name == PASSAGES:
+            options["lexical_passages"] = _number(spec, part, arg, int, zero=True)
         elif name == "best":
             options["best_chunks"] = _number(spec, part, arg, int)
         elif name == "hybrid":
@@ -237,13 +250,16 @@ def _combine(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any
     single-vector one (the late pass's extension, or a hybrid's document vector); or BM25 alone.
     A ``+bm25:…`` part rides on any of them."""
     if LEXICAL in bases:
+        passages = options.pop("lexical_passages", None)
         if len(bases) > 1 or options:
             raise ConfigError(
                 f"strategy {spec}: bm25 alone ranks by BM25 only; to fuse BM25 with a dense strategy, "
                 "append +bm25:<w|rrf|auto> to it (e.g. chunk+bm25:auto)"
             )
-        return {"policy": LEXICAL}
+        return {"policy": LEXICAL, "lexical_passages": passages}
     lexical = {name: options.pop(name) for name in _LEXICAL_FIELDS if name in options}
+    if "lexical_passages" in lexical and "lexical_fusion" not in lexical:
+        raise ConfigError(f"strategy {spec}: passages:<P> sets BM25's passages; use it with bm25 or +bm25:…")
     if lexical and not bases and "landmark_every" not in options:
         raise ConfigError(
             f"strategy {spec}: bm25:… fuses BM25 with a dense strategy; give one (e.g. chunk+bm25:auto), "

@@ -109,6 +109,9 @@ def test_best_n_scores_chunked_strategies_and_is_not_embedded():
         ("chunk+bm25:1.5", r"use \+bm25:rrf, \+bm25:auto or \+bm25:<w> with w \(BM25's weight\) in \[0, 1\]"),
         ("chunk+bm25:heavy", r"use \+bm25:rrf, \+bm25:auto or \+bm25:<w>"),
         ("chunk+bm25:0.3+bm25:rrf", "bm25:… given twice"),
+        ("chunk+passages:128", r"passages:<P> sets BM25's passages; use it with bm25 or \+bm25:…"),
+        ("bm25+passages:-1", "'passages:-1' must be positive"),
+        ("bm25+passages:many", "'passages:many' needs a number"),
     ],
 )
 def test_bad_specs_are_one_line_errors(spec, message):
@@ -148,3 +151,14 @@ def test_bm25_fusion_rides_on_any_dense_strategy(spec, fusion, weight, dense):
     assert config.fusion == ("rrf" if fusion == "rrf" else "weighted")
     assert config.weight == (weight if fusion == "weighted" else 0.7)  # auto keeps the default
     assert (config.k1, config.b, config.stemmer, config.stopwords) == (1.5, 0.75, "english", "english")
+
+
+@pytest.mark.parametrize(
+    ("spec", "passages", "dense"),
+    [("bm25+passages:0", 0, None), ("bm25", 256, None), ("chunk+bm25:auto+passages:128", 128, "chunk")],
+)
+def test_passages_set_bm25s_passage_size(spec, passages, dense):
+    strategy = parse(spec)
+    assert strategy.lexical_config().passage_terms == passages
+    if dense is not None:
+        assert strategy.dense == parse(dense) and strategy.dense.spec == dense

@@ -3,7 +3,8 @@
 :class:`LexicalScores` analyses a task group's documents once per run with ragidx's own analyzer
 and BM25 (:class:`~ragidx.index.lexical.LexicalIndex` with the default
 :class:`~ragidx.index.config.LexicalConfig`: k1 1.5, b 0.75, the English Snowball stemmer,
-Lucene's 33 English stop words) and scores every query against every document:
+Lucene's 33 English stop words, passages of 256 terms; a strategy's ``passages:<P>`` changes the
+last) and scores every query against every document:
 :class:`LexicalGroup`. Documents are analysed whole, whatever the max length L_t cuts for the
 dense side, as ``ragidx ingest`` analyses them. Nothing is cached on disk: analysing QMSum's 197
 meetings takes seconds. :mod:`ragidx.evaluate.scoring` ranks with these scores (BM25 alone, or
@@ -22,7 +23,10 @@ from ragidx.evaluate.tasks import TaskGroup
 from ragidx.index.config import LexicalConfig
 from ragidx.index.lexical import LexicalIndex
 
-__all__ = ["LexicalGroup", "LexicalScores"]
+__all__ = ["SCORING", "LexicalGroup", "LexicalScores"]
+
+# the settings that decide a document's lexical score (the others say how it fuses)
+SCORING = {"stemmer", "stopwords", "lowercase", "passage_terms", "k1", "b"}
 
 
 @dataclass
@@ -47,10 +51,13 @@ class LexicalScores:
         self.config = config or LexicalConfig()
         self._groups: dict[str, LexicalGroup] = {}
 
-    def group(self, group: TaskGroup) -> LexicalGroup:
-        key = _fingerprint(group)
+    def group(self, group: TaskGroup, config: LexicalConfig | None = None) -> LexicalGroup:
+        """``group``'s scores under ``config`` (default: this run's; only the analyzer, BM25 and
+        passage settings count, not the fusion)."""
+        config = config or self.config
+        key = _fingerprint(group) + config.model_dump_json(include=SCORING)
         if key not in self._groups:
-            self._groups[key] = score_group(group, self.config)
+            self._groups[key] = score_group(group, config)
         return self._groups[key]
 
 
@@ -71,8 +78,7 @@ def score_group(group: TaskGroup, config: LexicalConfig | None = None) -> Lexica
 
 
 def _fingerprint(group: TaskGroup) -> str:
-    """What decides a group's BM25 scores: its name, documents and queries (the analyzer is fixed
-    per :class:`LexicalScores`)."""
+    """What decides a group's BM25 scores besides the settings: its name, documents and queries."""
     digest = hashlib.sha256(group.name.encode())
     for part in (group.corpus, group.queries):
         for key, text in part.items():

@@ -21,8 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ragidx.errors import InputError, describe_validation
+from ragidx.errors import ConfigError, InputError, describe_validation
 from ragidx.evaluate.tasks import sample_size
+from ragidx.strategy import parse
 
 RESULTS_FILE = "results.json"
 # Column order of LongEmbed's tables; other tasks follow in name order.
@@ -329,11 +330,29 @@ def _lexical(record: EvalRecord) -> bool:
     return any(p.strip().partition(":")[0] == "bm25" for spec in _specs(record) for p in spec.split("+"))
 
 
-def _dense_part(spec: str) -> str | None:
-    """A ``+bm25:…`` strategy's dense part (None: not such a strategy)."""
-    parts = [p.strip() for p in spec.split("+") if p.strip()]
-    dense = [p for p in parts if p.partition(":")[0] != "bm25"]
-    return "+".join(dense) if dense and len(dense) < len(parts) else None
+def _hybrid_parts(spec: str) -> tuple[str, str] | None:
+    """A ``+bm25:…`` strategy's two parts: its dense strategy and its BM25 alone (``bm25``, or
+    ``bm25+passages:P`` where it sets passages); None: not such a strategy."""
+    try:
+        strategy = parse(spec)
+    except ConfigError:  # a selection's label
+        return None
+    if strategy.lexical_fusion is None:
+        return None
+    return strategy.dense.spec, _bm25_alone(strategy.lexical_passages)
+
+
+def _bm25_alone(passages: int | None) -> str:
+    return "bm25" if passages is None else f"bm25+passages:{passages}"
+
+
+def _bm25_spec(spec: str) -> str | None:
+    """A ``bm25`` alone record's strategy in :func:`_bm25_alone`'s spelling (None: not one)."""
+    try:
+        strategy = parse(spec)
+    except ConfigError:
+        return None
+    return _bm25_alone(strategy.lexical_passages) if strategy.lexical_only else None
 
 
 def _tuned(record: EvalRecord) -> str:
@@ -361,9 +380,9 @@ def lexical_table(records: Sequence[EvalRecord]) -> list[str]:
     for model in dict.fromkeys(r.model for r in records):
         for task in _tasks(r for r in records if r.model == model):
             mine = [r for r in records if r.model == model and task_column(r.task) == task]
-            bm25 = next((r for r in mine if r.strategy == "bm25"), None)
-            hybrids = [r for r in mine if _dense_part(r.strategy) is not None]
-            if bm25 is None and not hybrids:
+            alone = {spec: r for r in mine if (spec := _bm25_spec(r.strategy)) is not None}
+            hybrids = [r for r in mine if _hybrid_parts(r.strategy) is not None]
+            if not alone and not hybrids:
                 continue
             prefix = f"{names[model]}, " if len(names) > 1 else ""
             lines += [
@@ -372,10 +391,11 @@ def lexical_table(records: Sequence[EvalRecord]) -> list[str]:
                 "| strategy | score | dense part | BM25 alone | Δ | tuned per group |",
                 "|---|---|---|---|---|---|",
             ]
-            if bm25 is not None:
-                lines.append(f"| {cell(label(bm25))} | {bm25.score:.1f} | – | {bm25.score:.1f} | – | – |")
+            for r in alone.values():
+                lines.append(f"| {cell(label(r))} | {r.score:.1f} | – | {r.score:.1f} | – | – |")
             for hybrid in hybrids:
-                spec = _dense_part(hybrid.strategy)
+                spec, lexical = _hybrid_parts(hybrid.strategy) or ("", "")
+                bm25 = alone.get(lexical)
                 dense = next(
                     (r for r in mine if r.strategy == spec and r.max_length == hybrid.max_length), None
                 )
@@ -410,7 +430,8 @@ def tradeoff(records: Sequence[EvalRecord]) -> list[str]:
         ]
         for r in sorted(mine, key=lambda r: (r.parameters["vectors_per_doc"], -r.score)):
             speed = r.timing.tokens_embedded / r.timing.embed_seconds if r.timing.tokens_embedded else None
-            shown = f"{speed:,.0f}" if speed else "(no encoder)" if r.strategy == "bm25" else "(cached)"
+            nothing = _bm25_spec(r.strategy) is not None  # BM25 alone: no encoder
+            shown = f"{speed:,.0f}" if speed else "(no encoder)" if nothing else "(cached)"
             lines.append(
                 f"| {cell(label(r, names))}{' ★' if r in front else ''} | "
                 f"{r.parameters['vectors_per_doc']:.1f} | {_kib(r)} | "

@@ -38,7 +38,7 @@ from ragidx.evaluate.grid import (
     max_lengths_for,
     run_file,
 )
-from ragidx.evaluate.lexical import LexicalGroup, LexicalScores
+from ragidx.evaluate.lexical import SCORING, LexicalGroup, LexicalScores
 from ragidx.evaluate.metrics import evaluate
 from ragidx.evaluate.report import (
     EvalRecord,
@@ -175,10 +175,10 @@ def evaluate_one(
             if strategy.lexical:
                 assert lexical is not None
                 progress.stage(f"{group.name}: BM25", 1)
-                scores = lexical.group(group)
+                config = strategy.lexical_config(lexical.config)
+                scores = lexical.group(group, config)
                 progress.advance(1)
                 lexical_bytes += scores.index_bytes
-                config = strategy.lexical_config(lexical.config)
                 weight = None if config.fusion == "rrf" else config.weight
                 fusion = LexicalFusion(scores, weight, strategy.lexical_fusion == "auto", config.rrf_k)
             ranked, tuned = rank(
@@ -260,7 +260,7 @@ def _evaluate_bm25(
     with open_run(temporary, compress=True) as handle:
         for group in task.groups:
             progress.stage(f"{group.name}: BM25", 1)
-            scored.append(lexical.group(group))
+            scored.append(lexical.group(group, strategy.lexical_config(lexical.config)))
             progress.advance(1)
             run = dict(zip(group.queries, bm25_rankings(scored[-1]), strict=True))
             modes = {"bm25": len(group.corpus)}
@@ -339,11 +339,10 @@ def _record(
 def _lexical_parameters(strategy: Strategy, lexical: LexicalScores) -> dict[str, Any]:
     """What a lexical record ranks by: the BM25 settings, and for a hybrid its fusion and the
     candidates per side (as a hybrid search)."""
-    fields = {"k1", "b", "stemmer", "stopwords", "lowercase"}
-    settings = lexical.config.model_dump(mode="json", include=fields)
+    config = strategy.lexical_config(lexical.config)
+    settings = config.model_dump(mode="json", include=SCORING)
     if strategy.lexical_only:
         return {"fusion": "none (BM25 alone)", "documents": "whole", **settings}
-    config = strategy.lexical_config(lexical.config)
     return {
         "fusion": "auto" if strategy.lexical_fusion == "auto" else config.fusion,
         "weight": None if config.fusion == "rrf" or strategy.lexical_fusion == "auto" else config.weight,

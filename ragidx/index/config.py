@@ -42,6 +42,12 @@ class LexicalConfig(BaseModel):
         "english", description="Lucene's 33 English stop words, or none"
     )
     lowercase: bool = True
+    passage_terms: int = Field(
+        256,
+        ge=0,
+        description="also score passages of this many terms (half-overlapping): a document's lexical "
+        "score is its BM25 plus its best passage's; 0: whole documents only (classic BM25)",
+    )
     k1: float = Field(1.5, gt=0, description="BM25 term-frequency saturation")
     b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation")
     fusion: Literal["weighted", "rrf"] = Field(

@@ -219,13 +219,17 @@ def test_bm25_rows_compare_each_hybrid_with_its_two_parts(tmp_path: Path) -> Non
     auto = _record("chunk+bm25:auto", {256: 84.0}, 3.0, lexical_tuning=tuning)
     rrf = _record("chunk+bm25:rrf", {256: 79.0}, 3.0)
     whole = _record("extend:pi+bm25:0.5", {256: 90.0}, 1.0).model_copy(update={"whole_document": True})
-    records = [bm25, chunk, *(r.model_copy(update={"max_length": 256}) for r in (auto, rrf, whole))]
+    classic = _record("bm25+passages:0", {256: 70.0}, 0.0)  # BM25 over whole documents only
+    classic_hybrid = _record("chunk+bm25:0.5+passages:0", {256: 75.0}, 3.0)
+    hybrids = (auto, rrf, whole, classic_hybrid)
+    records = [bm25, chunk, classic, *(r.model_copy(update={"max_length": 256}) for r in hybrids)]
     table = markdown(EvalResults(records=records))
     section = table.split("## BM25 and hybrids")[1].split("\n## ")[0]
     assert "| bm25 | 80.0 | – | 80.0 | – | – |" in section
     assert "| chunk+bm25:auto @256 | 84.0 | 60.0 | 80.0 | +4.0 | bm25 w 0.70 |" in section
     assert "| chunk+bm25:rrf @256 | 79.0 | 60.0 | 80.0 | -1.0 | – |" in section
     assert "| extend:pi+bm25:0.5 @256 | 90.0 | – | 80.0 | – | – |" in section  # its dense part not run
+    assert "| chunk+bm25:0.5+passages:0 @256 | 75.0 | 60.0 | 70.0 | +5.0 | – |" in section  # its own BM25
     verdicts = table.split("## Whole document vs chunking")[1].split("\n## ")[0]
     assert "bm25" not in verdicts  # embeddings against embeddings only
     tradeoff = table.split("## Quality vs index size")[1]
