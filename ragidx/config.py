@@ -9,6 +9,7 @@ only composes them into the sections of a TOML file (see ``configs/default.toml`
     [index]     # FaissConfig
     [lexical]   # LexicalConfig: the BM25 index beside the vectors
     [ingest]    # IngestOptions
+    [serve]     # ServeOptions: ``ragidx serve`` (address, CPU threads, reloading)
 
 Command-line flags override the file (:meth:`RagidxConfig.override`). Settings a user set
 explicitly (in the file or as a flag) are remembered, so that an existing index can refuse settings
@@ -55,6 +56,26 @@ class IngestOptions(BaseModel):
     )
 
 
+QUERY_THREADS = 1  # torch/FAISS CPU threads for queries: the fastest for one short query on a busy
+# machine (benchmarks/serve.py: 27 ms at 1 thread against 170 ms at 2 on 2 loaded cores)
+
+
+class ServeOptions(BaseModel):
+    """``ragidx serve``: where it listens, the CPU threads a query uses, how often it looks for a new
+    generation of the index."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field("127.0.0.1", description="address to bind (this machine only by default)")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port (0: any free port, printed)")
+    threads: int = Field(
+        QUERY_THREADS, ge=0, description="torch and FAISS CPU threads (0: torch's default, one per core)"
+    )
+    reload_interval: float = Field(
+        2.0, ge=0, description="seconds between checks for a new generation (0: never reload)"
+    )
+
+
 class RagidxConfig(BaseModel):
     """All settings; the TOML sections are the field names."""
 
@@ -65,6 +86,7 @@ class RagidxConfig(BaseModel):
     index: FaissConfig = Field(default_factory=FaissConfig)
     lexical: LexicalConfig = Field(default_factory=LexicalConfig)
     ingest: IngestOptions = Field(default_factory=IngestOptions)
+    serve: ServeOptions = Field(default_factory=ServeOptions)
 
     @classmethod
     def load(cls, *paths: str | Path | None) -> RagidxConfig:

@@ -40,7 +40,8 @@ def test_load_none_gives_defaults() -> None:
 
 def test_load_default_toml() -> None:
     config = RagidxConfig.load(CONFIGS / "default.toml")
-    assert config.model_fields_set == {"model", "long_doc", "index", "lexical", "ingest"}
+    assert config.model_fields_set == {"model", "long_doc", "index", "lexical", "ingest", "serve"}
+    assert config.serve == type(config.serve)()  # documented with the defaults
     assert config.lexical.model_fields_set == set() and config.lexical.enabled  # documented, not set
     assert config.model.model_fields_set == {
         "device",

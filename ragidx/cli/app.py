@@ -21,7 +21,7 @@ import typer
 import typer.core
 
 from ragidx import __version__
-from ragidx.cli import delete, eval, info, ingest, probe, query, verify
+from ragidx.cli import delete, eval, info, ingest, probe, query, serve, verify
 from ragidx.cli.console import out, state
 
 
@@ -97,5 +97,6 @@ app.command("query")(query.query_command)
 app.command("info")(info.info_command)
 app.command("verify")(verify.verify_command)
 app.command("delete")(delete.delete_command)
+app.command("serve")(serve.serve_command)
 app.add_typer(eval.eval_app, name="eval")
 app.add_typer(probe.probe_app, name="probe")

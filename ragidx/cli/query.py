@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ragidx.cli.console import err, handle_errors, one_line, out
 from ragidx.cli.options import DEFAULT_INDEX, BestChunks, Device, Hybrid, IndexDir, Json, hybrid_fields
+from ragidx.cli.threads import Threads, apply_threads
 from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.errors import ConfigError
 from ragidx.search.options import SearchOptions
@@ -89,6 +90,7 @@ def query_command(
     ] = None,
     hybrid: Hybrid = None,
     best_chunks: BestChunks = None,
+    threads: Threads = None,
     as_json: Json = False,
 ) -> None:
     """Search an index. By default a document scores by its vectors and its words together (hybrid:
@@ -108,6 +110,7 @@ def query_command(
     runtime = {"device": device, "model": model}
     encoder_config = EncoderConfig.model_validate({k: v for k, v in runtime.items() if v is not None})
     fused = None if hybrid is None else HybridConfig.model_validate(hybrid_fields(hybrid))
+    apply_threads(threads)
     from ragidx.index.directory import Index
     from ragidx.search.retriever import Retriever
 

@@ -1,0 +1,174 @@
+"""An index that follows its directory: opened once with its model, reloaded when a commit switches
+the manifest to a new generation.
+
+Readers see whole generations only, as with :meth:`Index.open`: a generation is loaded completely
+(every file read and checked, the model warmed up) beside the one being served, then swapped in
+with one assignment. A search runs on the generation it started with, whose data are all in
+memory, so a commit that deletes the old files mid-search changes nothing for it. A generation that
+fails to load (a damaged file) leaves the served one in place and is reported (:attr:`reload_error`)
+until the manifest changes again.
+
+Searches run one at a time: the encoder's tokenizer and the process's torch threads are shared, and
+one short query is fastest on few threads anyway (see ``ragidx.cli.threads``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ragidx.embed.config import EncoderConfig
+from ragidx.errors import ModelError, RagidxError
+from ragidx.index.directory import Index
+from ragidx.index.manifest import MANIFEST_NAME, Manifest
+from ragidx.search.options import SearchKwargs, SearchOptions
+from ragidx.search.retriever import Retriever, SearchNote, SearchResult
+
+WARM_UP = "warm up the model"  # the query run on each new generation before it is served
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One loaded generation of the index."""
+
+    index: Index
+    loaded_at: datetime
+
+    @property
+    def number(self) -> int:
+        return self.index.manifest.generation
+
+    @property
+    def key(self) -> tuple[datetime, int]:
+        """What tells generations apart, also across a deleted and re-created index."""
+        return self.index.manifest.created, self.index.manifest.generation
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One search's results and how it ran."""
+
+    results: list[SearchResult]
+    mode: str
+    generation: int
+    notes: list[str]
+    took_ms: float
+
+
+class LiveIndex:
+    """The index at ``directory``, reloaded when its generation changes (see the module docstring).
+
+    ``encoder_config``: run-time encoder settings (device, a model to check against the index's).
+    ``reload_interval``: seconds between looks at the manifest once :meth:`start` runs the watcher
+    (0: never; :meth:`check` looks once)."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        encoder_config: EncoderConfig | None = None,
+        reload_interval: float = 2.0,
+    ):
+        self.directory = Path(directory)
+        self.reload_interval = reload_interval
+        self.reload_error: str | None = None
+        self._encoder_config = encoder_config
+        self._search_lock = threading.Lock()
+        self._check_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._seen = _manifest_stamp(self.directory)
+        self.current = self._load(previous=None)
+
+    # ----------------------------------------------------------------------------- searching
+    def search(self, text: str, k: int, options: SearchKwargs) -> Answer:
+        """``Index.search`` on the current generation; :class:`SearchNote` warnings become notes.
+        Raises :class:`~ragidx.errors.RagidxError` for a search the index cannot run (e.g. mode
+        lexical without a lexical index)."""
+        with self._search_lock:
+            generation = self.current
+            retriever = Retriever(generation.index)
+            chosen = SearchOptions(**options)
+            start = time.perf_counter()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", SearchNote)
+                mode = retriever.mode(chosen)
+                results = retriever.search_many([text], k, chosen)[0]
+            took = (time.perf_counter() - start) * 1000
+        notes = [str(w.message) for w in caught if issubclass(w.category, SearchNote)]
+        return Answer(results, mode, generation.number, notes, took)
+
+    def default_mode(self) -> str:
+        """The mode a search without one runs in (hybrid where the index has BM25, else dense)."""
+        return Retriever(self.current.index).mode(SearchOptions())
+
+    # ----------------------------------------------------------------------------- reloading
+    def check(self) -> bool:
+        """Load the index's generation if it is not the one served. True when it swapped one in;
+        a failure is kept in :attr:`reload_error` (the served generation stays)."""
+        with self._check_lock:
+            try:
+                stamp = _manifest_stamp(self.directory)
+                if stamp == self._seen:
+                    return False
+                self._seen = stamp
+                manifest = Manifest.read(self.directory)
+                if (manifest.created, manifest.generation) == self.current.key:
+                    return False
+                self.current = self._load(previous=self.current)
+            except (RagidxError, OSError) as exc:
+                self.reload_error = (
+                    f"{self.directory}: generation not loaded, still serving {self.current.number}: {exc}"
+                )
+                return False
+            self.reload_error = None
+            return True
+
+    def start(self) -> None:
+        """Check for a new generation every :attr:`reload_interval` seconds, in a daemon thread."""
+        if self.reload_interval <= 0 or self._watcher is not None:
+            return
+        self._stop.clear()
+        self._watcher = threading.Thread(target=self._watch, name="ragidx-reload", daemon=True)
+        self._watcher.start()
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            self._stop.set()
+            self._watcher.join()
+            self._watcher = None
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.reload_interval):
+            self.check()
+
+    def _load(self, previous: Generation | None) -> Generation:
+        """Open the directory's generation, reusing ``previous``'s model when it is the same, and
+        warm it up (one search) so that its first request is not slower than the rest."""
+        config = self._encoder_config
+        encoder = None if previous is None or previous.index.external else previous.index.encoder
+        try:
+            index = Index.open(self.directory, encoder=encoder, encoder_config=config)
+        except ModelError:
+            if encoder is None:
+                raise
+            index = Index.open(self.directory, encoder_config=config)  # re-created with another model
+        if not index.external:
+            with self._search_lock, warnings.catch_warnings():
+                warnings.simplefilter("ignore", SearchNote)
+                index.search(WARM_UP, k=1)
+        return Generation(index, datetime.now(UTC).replace(microsecond=0))
+
+
+def _manifest_stamp(directory: Path) -> tuple[int, int, int] | None:
+    """Inode, modification time and size of ``manifest.json`` (a commit replaces it by rename)."""
+    try:
+        stat = os.stat(directory / MANIFEST_NAME)
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
