@@ -53,6 +53,7 @@ from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.lexical import LexicalIndex, analyse
 from ragidx.index.manifest import (
+    FORMAT_VERSION,
     MANIFEST_NAME,
     EncoderInfo,
     ExternalEncoderInfo,
@@ -147,14 +148,16 @@ class Index:
             _check_new_directory(directory)
         faiss_config = faiss_config or FaissConfig()
         info: EncoderInfo | ExternalEncoderInfo
+        long_doc = long_doc or LongDocConfig()
         if isinstance(encoder, ExternalEncoderInfo):
             info = encoder
         else:
             info = EncoderInfo.model_validate(encoder.describe())
+            long_doc = long_doc.for_model(encoder.window_size, encoder.folder.max_seq_length)  # recorded
         manifest = Manifest(
             ragidx_version=__version__,
             encoder=info,
-            long_doc=long_doc or LongDocConfig(),
+            long_doc=long_doc,
             faiss=faiss_config,
             lexical=lexical if lexical is not None and lexical.enabled else None,
         )
@@ -503,6 +506,7 @@ class Index:
             manifest.files = files
             manifest.updated = now()
             manifest.ragidx_version = __version__
+            manifest.format_version = FORMAT_VERSION  # a format 1 index gains its checksum
             manifest.counts = manifest.counts.model_validate(self.store.stats())
             switch = manifest.to_bytes()
             write_atomic(self.directory / MANIFEST_NAME, switch)  # the switch, then a directory fsync

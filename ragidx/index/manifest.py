@@ -6,6 +6,12 @@ made outside ragidx, just their source's name and dim), the long-document
 policy, the FAISS factory — plus counts and the data files of the current generation with their
 sha256. It is validated by pydantic on read, and replaced atomically on write (temp file, fsync,
 rename), which is what switches readers from one complete generation to the next.
+
+Its last key, ``checksum``, is the sha256 of the canonical JSON of all the others (keys sorted, no
+spaces, UTF-8), checked on every read: a change that leaves valid JSON (a bit flip turning
+``"window": 512`` into ``112``, a hand edit) is refused instead of searching, or embedding new
+documents, with the wrong settings. Format 1 manifests (ragidx 0.1 and 0.2) have none and are read
+as before; the next commit writes format 2, with one.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from ragidx.errors import IndexFormatError, describe_validation
 from ragidx.index.config import FaissConfig, LexicalConfig
 
 MANIFEST_NAME = "manifest.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: with a checksum
+CHECKSUM_KEY = "checksum"
 
 
 class EncoderInfo(BaseModel):
@@ -123,11 +130,22 @@ class Manifest(BaseModel):
             raise IndexFormatError(
                 f"{path}: written by a newer ragidx (format {raw['format_version']}); upgrade ragidx"
             )
+        claimed = raw.pop(CHECKSUM_KEY, None) if isinstance(raw, dict) else None
         try:
-            return cls.model_validate(raw)
+            manifest = cls.model_validate(raw)
         except ValidationError as exc:
             detail = describe_validation(exc, hide=_ENCODER_KINDS)
             raise IndexFormatError(f"{path}: invalid manifest ({detail})") from exc
+        if claimed is None and manifest.format_version >= 2:
+            problem = f"has no {CHECKSUM_KEY} (format {manifest.format_version} manifests carry one)"
+        elif claimed is not None and claimed != manifest_checksum(raw):
+            problem = "fails its checksum"
+        else:
+            return manifest
+        raise IndexFormatError(
+            f"{path}: {problem}: it was changed or is corrupt, so the index's settings cannot be "
+            "trusted; restore manifest.json from a backup, or ingest into a new index"
+        )
 
     def embedding_fingerprint(self) -> str:
         """sha256 of everything that decides a document's vectors: the encoder (weights
@@ -141,11 +159,20 @@ class Manifest(BaseModel):
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
 
     def to_bytes(self) -> bytes:
-        """The manifest as written to ``manifest.json``."""
-        return self.model_dump_json(indent=2).encode("utf-8")
+        """The manifest as written to ``manifest.json``: its fields, then their checksum."""
+        data = self.model_dump(mode="json")
+        data[CHECKSUM_KEY] = manifest_checksum(data)
+        return json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
 
     def write(self, directory: Path) -> None:
         write_atomic(directory / MANIFEST_NAME, self.to_bytes())
+
+
+def manifest_checksum(data: dict[str, Any]) -> str:
+    """The sha256 of a manifest's fields (``data``: its JSON object without ``checksum``), as the
+    canonical JSON: keys sorted, no spaces, UTF-8."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def write_atomic(path: Path, data: bytes) -> None:

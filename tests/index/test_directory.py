@@ -17,6 +17,7 @@ from ragidx.index.directory import Index
 from ragidx.index.manifest import MANIFEST_NAME
 from ragidx.ingestion.pipeline import ingest
 from ragidx.read.document import Document
+from tests.index.manifest_edits import edit_manifest
 
 
 @pytest.fixture()
@@ -191,9 +192,7 @@ def test_corrupt_or_unlisted_document_level_file_is_refused(hybrid_copy: Path) -
     with pytest.raises(IndexFormatError, match="vectors-000001-doc.faiss: checksum differs"):
         Index.open(hybrid_copy)
     path.write_bytes(data)
-    manifest = json.loads((hybrid_copy / MANIFEST_NAME).read_text())
-    del manifest["files"]["faiss.document"]
-    (hybrid_copy / MANIFEST_NAME).write_text(json.dumps(manifest))
+    edit_manifest(hybrid_copy, lambda manifest: manifest["files"].pop("faiss.document"))
     with pytest.raises(IndexFormatError, match="lists no faiss.document file"):
         Index.open(hybrid_copy)
 

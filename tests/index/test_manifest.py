@@ -76,7 +76,8 @@ def test_write_read_round_trip(tmp_path: Path) -> None:
     assert again.files["faiss"].bytes == 1234
     raw = json.loads((tmp_path / MANIFEST_NAME).read_text(encoding="utf-8"))
     assert raw["format"] == "ragidx-index"
-    assert raw["format_version"] == FORMAT_VERSION == 1
+    assert raw["format_version"] == FORMAT_VERSION == 2
+    assert list(raw)[-1] == "checksum"  # format 2: the fields, then their sha256
     assert raw["metric"] == "inner_product"
 
 

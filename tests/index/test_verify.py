@@ -13,6 +13,7 @@ from ragidx.index.manifest import MANIFEST_NAME
 from ragidx.index.verify import verify
 from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
+from tests.index.manifest_edits import edit_manifest
 
 
 @pytest.fixture()
@@ -85,9 +86,7 @@ def test_ids_and_counts_must_agree(built: Path) -> None:
 
 
 def test_manifest_counts_are_checked_and_leftovers_noted(built: Path) -> None:
-    manifest = json.loads((built / MANIFEST_NAME).read_text())
-    manifest["counts"]["documents"] = 99
-    (built / MANIFEST_NAME).write_text(json.dumps(manifest))
+    edit_manifest(built, lambda manifest: manifest["counts"].update(documents=99))
     (built / STAGING_NAME).mkdir()
     (built / ".vectors-000002.faiss.tmp-1").write_bytes(b"x")
     report = verify(built)
@@ -106,11 +105,10 @@ def test_a_lexical_index_of_other_documents_is_refused(built: Path) -> None:
     other = LexicalIndex.empty(LexicalConfig())
     other.add_texts(["doc-00.txt", "stranger.txt"], ["Document 0.", "not in this index"])
     data = other.to_bytes()
-    manifest = json.loads((built / MANIFEST_NAME).read_text())
-    entry = manifest["files"]["lexical"]
+    entry = json.loads((built / MANIFEST_NAME).read_text())["files"]["lexical"]
     (built / entry["name"]).write_bytes(data)
-    entry.update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
-    (built / MANIFEST_NAME).write_text(json.dumps(manifest))
+    signed = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    edit_manifest(built, lambda manifest: manifest["files"]["lexical"].update(signed))
     with pytest.raises(IndexFormatError, match="lexical index lacks 3 stored documents and holds 1 others"):
         Index.open(built)
     assert not verify(built).ok
