@@ -32,6 +32,10 @@ def info_command(
     The manifest's model (name, revision, weights fingerprint, dimension, window, prompts),
     long-document policy and extension, FAISS factory, documents per embed mode, and the ragidx
     version. --documents lists every document with its tokens and how it was embedded.
+
+    Exit status: 0 the manifest passes its checksum and every file it lists has its size and
+    sha256; 1 the index is missing or damaged: the first problem, with what to do (after the
+    manifest's table when only a data file is damaged; ragidx verify lists every problem).
     """
     if documents:
         from ragidx.index.directory import Index  # faiss: only for the per-document table
@@ -43,7 +47,13 @@ def info_command(
         data = manifest.model_dump(mode="json")
         data["directory"] = str(index)
         out.print_json(json.dumps(data, ensure_ascii=False))
-        return
+    else:
+        _summary(manifest, index)
+    for entry in manifest.files.values():  # a damaged data file: exit 1, with what to do
+        entry.check(index)
+
+
+def _summary(manifest: Manifest, index: Path) -> None:
     enc, counts = manifest.encoder, manifest.counts
     table = Table(title=f"ragidx index {index}", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -65,6 +75,8 @@ def info_command(
             ("prompts", f"query {enc.query_prompt!r}, document {enc.document_prompt!r}"),
             ("long documents", _long_doc(manifest)),
         ]
+        note = manifest.long_doc.chunk_size_note  # why ragidx chose the chunk size, when it did
+        model_rows += [("chunk size", f"{manifest.long_doc.chunk_size} tokens: {note}")] if note else []
     rows = [
         *model_rows,
         ("faiss", f"{manifest.faiss.factory} ({manifest.metric}), gpu {manifest.faiss.gpu}"),

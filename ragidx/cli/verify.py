@@ -1,20 +1,31 @@
-"""``ragidx verify``: check an index's files, checksums and internal agreement."""
+"""``ragidx verify``: check an index's files, checksums and internal agreement; ``--repair`` a damaged one."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ragidx.cli.console import err, handle_errors, out
+from ragidx.cli.console import PARTIAL_EXIT, err, handle_errors, out
 from ragidx.cli.options import DEFAULT_INDEX, Json
+
+if TYPE_CHECKING:
+    from ragidx.index.verify import RepairReport
 
 
 @handle_errors
 def verify_command(
     index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Rebuild a damaged index from what is intact: keep every document whose files agree, "
+            "drop (and list) the others, commit that as the next generation.",
+        ),
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Check an index: file checksums, FAISS ids against store rows, counts, leftovers.
@@ -23,8 +34,18 @@ def verify_command(
     rows, per-document vector counts against the manifest's counts; leftovers of interrupted
     writes are noted.
 
-    Exit status: 0 the index is sound; 1 it is damaged (each problem on its own line).
+    --repair (under the writer lock) keeps every document whose record, vector rows and vectors
+    are intact and agree, rebuilds the lexical index and counts, drops the other documents (each
+    listed with why: re-ingest their files to add them back) and commits the next generation. A
+    manifest that is unreadable or fails its checksum cannot be repaired: restore it from a backup,
+    or ingest into a new index.
+
+    Exit status: 0 the index is sound (after --repair: repaired, nothing dropped); 1 it is damaged
+    (each problem on its own line), or could not be repaired; 3 repaired, but documents were dropped.
     """
+    if repair:
+        _repair(index, as_json)
+        return
     from ragidx.index.verify import verify
 
     report = verify(index)
@@ -41,5 +62,44 @@ def verify_command(
                 f"{report.vectors} vectors",
                 highlight=False,
             )
+        if report.repairable:
+            err.print(f"repair it with: ragidx verify --repair {index}", highlight=False, markup=False)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _repair(index: Path, as_json: bool) -> None:
+    from ragidx.index.verify import repair
+
+    report = repair(index)
+    if as_json:
+        out.print_json(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        _print_repair(index, report)
+    if report.dropped or report.dropped_unnamed:
+        raise typer.Exit(PARTIAL_EXIT)
+
+
+def _print_repair(index: Path, report: RepairReport) -> None:
+    if not report.repaired:
+        out.print(f"ok: {index}: nothing to repair, {report.documents} documents", highlight=False)
+        return
+    for damage in report.damage:
+        err.print(f"damaged: {damage}", highlight=False, markup=False)
+    for doc_id, why in report.dropped.items():
+        err.print(f"dropped: {doc_id}: {why}", highlight=False, markup=False)
+    if report.dropped_unnamed:
+        err.print(
+            f"dropped: {report.dropped_unnamed} more documents, whose ids were lost with the store",
+            highlight=False,
+            markup=False,
+        )
+    for rebuilt in report.rebuilt:
+        err.print(f"rebuilt: {rebuilt}", highlight=False, markup=False)
+    dropped = len(report.dropped) + report.dropped_unnamed
+    again = "; ingest their files again to add them back" if dropped else ""
+    out.print(
+        f"repaired: {index} generation {report.generation}, {report.documents} documents kept, "
+        f"{dropped} dropped{again}",
+        highlight=False,
+    )

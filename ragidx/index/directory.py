@@ -60,6 +60,7 @@ from ragidx.index.manifest import (
     FileEntry,
     Manifest,
     now,
+    repair_hint,
     write_atomic,
 )
 from ragidx.index.shards import VectorIndex, create_vectors, vectors_from_bytes
@@ -596,6 +597,12 @@ def _faiss_keys(shards: list[bytes]) -> dict[str, bytes]:
     return {f"faiss.{number}": payload for number, payload in enumerate(shards)}
 
 
+def vector_keys(manifest: Manifest) -> list[str]:
+    """Manifest keys of the chunk-level FAISS files, in shard order (see :func:`_faiss_keys`)."""
+    shards = manifest.faiss.shards
+    return ["faiss"] if shards == 1 else [f"faiss.{number}" for number in range(shards)]
+
+
 def _faiss_file(key: str, generation: int) -> str:
     if key == "faiss":
         return f"vectors-{generation:06d}.faiss"
@@ -618,13 +625,13 @@ def load_generation(
     for attempt in range(attempts):
         manifest = Manifest.read(directory)
         try:
-            data = {key: _read_checked(directory, entry) for key, entry in manifest.files.items()}
+            data = {key: entry.read(directory) for key, entry in manifest.files.items()}
             break
         except IndexFormatError:
             switched = Manifest.read(directory).generation != manifest.generation
             if not switched or attempt == attempts - 1:
                 raise
-    keys = ["faiss"] if manifest.faiss.shards == 1 else [f"faiss.{n}" for n in range(manifest.faiss.shards)]
+    keys = vector_keys(manifest)
     hybrid = manifest.long_doc.hybrid is not None
     lexical_config = manifest.lexical
     optional = [*([DOCUMENT_KEY] if hybrid else []), *([LEXICAL_KEY] if lexical_config else [])]
@@ -665,7 +672,7 @@ def check_agreement(
         if analysed != stored:
             raise IndexFormatError(
                 f"{directory}: the lexical index lacks {len(stored - analysed)} stored documents and "
-                f"holds {len(analysed - stored)} others; re-ingest into a new index"
+                f"holds {len(analysed - stored)} others; {repair_hint(directory)}"
             )
     vids = store.vids()
     if document_vectors is not None:
@@ -676,8 +683,8 @@ def check_agreement(
         if int(document_level.sum()) != store.n_documents or len(owners) != store.n_documents:
             raise IndexFormatError(
                 f"{directory}: {int(document_level.sum())} document-level vectors for {store.n_documents} "
-                f"documents, {len(owners)} of which have one (a hybrid index has one each); re-ingest "
-                "into a new index"
+                f"documents, {len(owners)} of which have one (a hybrid index has one each); "
+                f"{repair_hint(directory)}"
             )
         vids = vids[~document_level]
     _check_level(directory, "FAISS index", vectors, vids, manifest)
@@ -689,30 +696,10 @@ def _check_level(
     if vectors.ntotal != len(vids) or vectors.dim != manifest.encoder.dim:
         raise IndexFormatError(
             f"{directory}: {what} ({vectors.ntotal} vectors of {vectors.dim}-d) does not "
-            f"match the store ({len(vids)} rows, {manifest.encoder.dim}-d); re-run ragidx ingest"
+            f"match the store ({len(vids)} rows, {manifest.encoder.dim}-d); {repair_hint(directory)}"
         )
     if not np.array_equal(np.sort(vectors.ids()), np.sort(vids)):
         raise IndexFormatError(
             f"{directory}: {what.replace('index', 'ids')} differ from the store's vector ids; the index "
-            "is inconsistent, re-ingest into a new index"
+            f"is inconsistent, {repair_hint(directory)}"
         )
-
-
-def _read_checked(directory: Path, entry: FileEntry) -> bytes:
-    path = directory / entry.name
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IndexFormatError(
-            f"{path}: missing or unreadable ({exc.strerror}); re-run ragidx ingest"
-        ) from exc
-    if len(data) != entry.bytes:
-        raise IndexFormatError(
-            f"{path}: {len(data)} bytes, the manifest says {entry.bytes}; the index is truncated "
-            "or was changed, re-run ragidx ingest"
-        )
-    if hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise IndexFormatError(
-            f"{path}: checksum differs from the manifest; the file is corrupt, re-run ragidx ingest"
-        )
-    return data

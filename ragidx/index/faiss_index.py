@@ -45,12 +45,13 @@ class FaissIndex:
             index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         except RuntimeError as exc:
             raise IndexFormatError(
-                f"{source}: corrupt FAISS index ({_faiss_reason(exc)}); re-run ragidx ingest"
+                f"{source}: corrupt FAISS index ({_faiss_reason(exc)}); "
+                "repair the index with ragidx verify --repair"
             ) from exc
         if not isinstance(index, faiss.IndexIDMap2):
             raise IndexFormatError(
                 f"{source}: FAISS index has no id map ({type(index).__name__}); "
-                "it was not written by ragidx, re-run ragidx ingest"
+                "it was not written by ragidx; repair the index with ragidx verify --repair"
             )
         return cls(index, config)
 

@@ -349,7 +349,8 @@ class LexicalIndex:
         self.flush()
         if self._starts is None:
             labels = np.asarray(self.passages.doc_ids, dtype=object)
-            starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]]) if len(labels) else labels
+            none = np.zeros(0, dtype=np.int64)  # an index with no documents (all deleted)
+            starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]]) if len(labels) else none
             if len(starts) != len(self._doc_ids) or list(labels[starts]) != self._doc_ids:
                 raise IndexFormatError("lexical index: passages out of step with their documents")
             self._starts = starts.astype(np.int64)

@@ -16,9 +16,11 @@ as before; the next commit writes format 2, with one.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -33,6 +35,8 @@ from ragidx.index.config import FaissConfig, LexicalConfig
 MANIFEST_NAME = "manifest.json"
 FORMAT_VERSION = 2  # 2: with a checksum
 CHECKSUM_KEY = "checksum"
+# What to do about a damaged manifest: the settings to repair an index with are what it lost.
+_NO_REPAIR = "restore manifest.json from a backup, or ingest into a new index directory"
 
 
 class EncoderInfo(BaseModel):
@@ -73,10 +77,52 @@ def _encoder_kind(value: Any) -> str:
     return "external" if kind == "external" else "ragidx"
 
 
+def repair_hint(directory: Path) -> str:
+    """What every message about a damaged data file says to do."""
+    return f"repair it with: ragidx verify --repair {directory} (keeps what is intact, lists what it drops)"
+
+
 class FileEntry(BaseModel):
+    """One data file of the current generation, as the manifest lists it."""
+
     name: str
     sha256: str
     bytes: int
+
+    def read(self, directory: Path) -> builtins.bytes:  # the field ``bytes`` hides the type here
+        """The file's bytes, after checking its size and sha256 against this entry."""
+        try:
+            data = (directory / self.name).read_bytes()
+        except OSError as exc:
+            raise self._unreadable(directory, exc) from exc
+        self._check(directory, len(data), lambda: hashlib.sha256(data).hexdigest())
+        return data
+
+    def check(self, directory: Path) -> None:
+        """:meth:`read`'s checks, hashing the file block by block instead of holding it."""
+        try:
+            with open(directory / self.name, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                self._check(directory, size, lambda: hashlib.file_digest(handle, "sha256").hexdigest())
+        except OSError as exc:
+            raise self._unreadable(directory, exc) from exc
+
+    def _check(self, directory: Path, size: int, digest: Callable[[], str]) -> None:
+        path = directory / self.name
+        if size != self.bytes:
+            raise IndexFormatError(
+                f"{path}: {size} bytes, the manifest says {self.bytes}; the index is truncated "
+                f"or was changed, {repair_hint(directory)}"
+            )
+        if digest() != self.sha256:
+            raise IndexFormatError(
+                f"{path}: checksum differs from the manifest; the file is corrupt, {repair_hint(directory)}"
+            )
+
+    def _unreadable(self, directory: Path, exc: OSError) -> IndexFormatError:
+        return IndexFormatError(
+            f"{directory / self.name}: missing or unreadable ({exc.strerror}); {repair_hint(directory)}"
+        )
 
 
 class Counts(BaseModel):
@@ -124,7 +170,7 @@ class Manifest(BaseModel):
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise IndexFormatError(f"{path}: unreadable manifest ({exc}); re-run ragidx ingest") from exc
+            raise IndexFormatError(f"{path}: unreadable manifest ({exc}); {_NO_REPAIR}") from exc
         version = raw.get("format_version") if isinstance(raw, dict) else None
         if isinstance(version, int) and version > FORMAT_VERSION:
             raise IndexFormatError(
@@ -135,7 +181,7 @@ class Manifest(BaseModel):
             manifest = cls.model_validate(raw)
         except ValidationError as exc:
             detail = describe_validation(exc, hide=_ENCODER_KINDS)
-            raise IndexFormatError(f"{path}: invalid manifest ({detail})") from exc
+            raise IndexFormatError(f"{path}: invalid manifest ({detail}); {_NO_REPAIR}") from exc
         if claimed is None and manifest.format_version >= 2:
             problem = f"has no {CHECKSUM_KEY} (format {manifest.format_version} manifests carry one)"
         elif claimed is not None and claimed != manifest_checksum(raw):
@@ -144,7 +190,7 @@ class Manifest(BaseModel):
             return manifest
         raise IndexFormatError(
             f"{path}: {problem}: it was changed or is corrupt, so the index's settings cannot be "
-            "trusted; restore manifest.json from a backup, or ingest into a new index"
+            f"trusted; {_NO_REPAIR}"
         )
 
     def embedding_fingerprint(self) -> str:

@@ -120,9 +120,14 @@ class Store:
             docs = pq.read_table(io.BytesIO(documents))
             vecs = pq.read_table(io.BytesIO(vectors))
         except (pa.ArrowInvalid, OSError) as exc:
-            raise IndexFormatError(f"{source}: corrupt Parquet store ({exc}); re-run ragidx ingest") from exc
+            raise IndexFormatError(
+                f"{source}: corrupt Parquet store ({exc}); repair the index with ragidx verify --repair"
+            ) from exc
         if not docs.schema.equals(DOCUMENT_SCHEMA) or not vecs.schema.equals(VECTOR_SCHEMA):
-            raise IndexFormatError(f"{source}: Parquet store has an unexpected schema; re-run ragidx ingest")
+            raise IndexFormatError(
+                f"{source}: Parquet store has an unexpected schema; "
+                "repair the index with ragidx verify --repair"
+            )
         return cls(docs, vecs)
 
     def to_bytes(self) -> tuple[bytes, bytes]:

@@ -1,4 +1,5 @@
-"""``verify``: a full integrity check of an index directory (what ``ragidx verify`` runs).
+"""``verify`` and ``repair``: a full integrity check of an index directory, and the way back to a
+usable index from what is intact (what ``ragidx verify`` and ``ragidx verify --repair`` run).
 
 Opening an index already checks each file's size and sha256 against the manifest and that FAISS
 ids equal the store's vector ids; :func:`verify` does that without raising, and goes further: every
@@ -6,22 +7,47 @@ document's vector count equals its rows in the vector table, every row belongs t
 vector ids are unique and below the manifest's next id, and the manifest's counts match the store.
 It also notes (without failing) what a writer left behind: a lock, the checkpoints an interrupted
 ingest can resume from, temp files or files of other generations.
+
+:func:`repair` (under the writer lock) keeps every document whose record, vector rows and vectors
+are all intact and agree, drops the others, naming each with the reason, and commits the result as
+the next generation (the damaged files go with the old one). What it can rebuild it rebuilds
+instead of dropping: the lexical index from the stored texts, a damaged shard as an empty copy of
+an intact one, the manifest's counts and next id. Dropped documents come back with the next
+``ragidx ingest`` of their files. A manifest that is unreadable or fails its checksum cannot be
+repaired: the settings the index was built with are what it lost.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import faiss
 import numpy as np
 
 from ragidx.errors import IndexFormatError
-from ragidx.index.directory import DATA_FILE, STAGING_NAME, load_generation
-from ragidx.index.lock import LOCK_NAME, is_stale, read_holder
+from ragidx.index.config import FaissConfig
+from ragidx.index.directory import (
+    DATA_FILE,
+    DOCUMENT_KEY,
+    LEXICAL_KEY,
+    STAGING_NAME,
+    Index,
+    document_faiss,
+    load_generation,
+    vector_keys,
+)
+from ragidx.index.faiss_index import FaissIndex
+from ragidx.index.lexical import LexicalIndex
+from ragidx.index.lock import LOCK_NAME, WriterLock, is_stale, read_holder
 from ragidx.index.manifest import MANIFEST_NAME, Manifest
-from ragidx.index.store import Store
+from ragidx.index.shards import ShardedFaissIndex, VectorIndex, create_vectors
+from ragidx.index.store import DOCUMENT_LEVEL, Store
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -34,6 +60,7 @@ class VerifyReport:
     vectors: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    repairable: bool = False  # damaged, but its manifest is intact: :func:`repair` can fix it
 
     @property
     def ok(self) -> bool:
@@ -48,6 +75,7 @@ class VerifyReport:
             "vectors": self.vectors,
             "problems": self.problems,
             "notes": self.notes,
+            "repairable": self.repairable,
         }
 
 
@@ -59,13 +87,23 @@ def verify(directory: str | Path) -> VerifyReport:
         manifest, _, store, _, _ = load_generation(directory)
     except IndexFormatError as exc:
         report.problems.append(str(exc))
+        report.repairable = _manifest_reads(directory)
         _notes(directory, None, report)
         return report
     report.generation = manifest.generation
     report.documents, report.vectors = store.n_documents, store.n_vectors
     report.problems += _store_problems(directory, manifest, store)
+    report.repairable = not report.ok
     _notes(directory, manifest, report)
     return report
+
+
+def _manifest_reads(directory: Path) -> bool:
+    try:
+        Manifest.read(directory)
+    except IndexFormatError:
+        return False
+    return True
 
 
 def _store_problems(directory: Path, manifest: Manifest, store: Store) -> list[str]:
@@ -108,3 +146,209 @@ def _notes(directory: Path, manifest: Manifest | None, report: VerifyReport) -> 
         leftover = (DATA_FILE.match(path.name) and path.name not in current) or ".tmp-" in path.name
         if leftover:
             report.notes.append(f"{path}: left by an interrupted write; the next ingest removes it")
+
+
+# ----------------------------------------------------------------------------- repair
+@dataclass
+class RepairReport:
+    """What :func:`repair` did: ``damage`` found, documents ``dropped`` (id → why), what it kept."""
+
+    directory: str
+    generation: int | None = None  # the generation it committed (None: nothing needed repair)
+    documents: int = 0
+    vectors: int = 0
+    damage: list[str] = field(default_factory=list)
+    rebuilt: list[str] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
+    dropped_unnamed: int = 0  # dropped documents whose ids were lost with the store
+
+    @property
+    def repaired(self) -> bool:
+        return self.generation is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "repaired": self.repaired,
+            "generation": self.generation,
+            "documents": self.documents,
+            "vectors": self.vectors,
+            "damage": self.damage,
+            "rebuilt": self.rebuilt,
+            "dropped": self.dropped,
+            "dropped_unnamed": self.dropped_unnamed,
+        }
+
+
+def repair(directory: str | Path) -> RepairReport:
+    """Make a damaged index usable again from what is intact (see the module docstring); an index
+    that verifies is left as it is, but for a crashed writer's leftovers."""
+    directory = Path(directory)
+    Manifest.read(directory)  # the usual one-line error for a missing or unrepairable index
+    with WriterLock(directory):
+        found = verify(directory)
+        if found.ok:
+            Index.open(directory).remove_leftovers()
+            return RepairReport(str(directory), documents=found.documents, vectors=found.vectors)
+        index, report = _salvage(directory)
+        index.commit()
+        left = verify(directory).problems
+        if left:  # a kind of damage the salvage does not know: say so rather than claim success
+            raise IndexFormatError(f"{directory}: repaired what it could, but {left[0]}")
+    report.generation = index.manifest.generation
+    report.documents, report.vectors = len(index), index.store.n_vectors
+    return report
+
+
+def _salvage(directory: Path) -> tuple[Index, RepairReport]:
+    """The index rebuilt in memory from the intact files, and what was dropped on the way."""
+    manifest = Manifest.read(directory)
+    report = RepairReport(str(directory))
+    data: dict[str, bytes] = {}
+    for key, entry in manifest.files.items():
+        try:
+            data[key] = entry.read(directory)
+        except IndexFormatError as exc:
+            report.damage.append(str(exc))
+    lexical: LexicalIndex | None = _load(report, lambda: _lexical(directory, manifest, data))
+    store = _salvage_store(directory, manifest, data, lexical, report)
+    vectors, document_vectors = _salvage_vectors(directory, manifest, data, report)
+    copy = manifest.model_copy(deep=True)
+    index = Index(directory, copy, vectors, store, document_vectors=document_vectors)
+    dropped = {**report.dropped, **_unusable(store, vectors, document_vectors)}
+    kept = set(store.doc_ids()) - dropped.keys()
+    if manifest.lexical is not None and (lexical is None or set(lexical.doc_ids) - dropped.keys() != kept):
+        lexical = None  # rebuilt below from the stored texts, but for streamed files' (their head only)
+        for doc_id in sorted(kept):
+            if store.document(doc_id).metadata.get("streamed"):
+                dropped[doc_id] = "its BM25 entries were lost, and only its streamed file's head is stored"
+        report.rebuilt.append("the lexical index, from the stored texts")
+    orphans = {owner for owner in store.vector_doc_ids() if store.sha256(owner) is None}
+    if orphans:
+        report.rebuilt.append(f"the vector table, without the rows of {len(orphans)} unrecorded documents")
+    store.remove(dropped.keys() | orphans)
+    _drop_unowned(index)
+    if lexical is not None:
+        lexical.remove(dropped)
+        index.lexical = lexical
+    elif manifest.lexical is not None:
+        index.enable_lexical(manifest.lexical)
+    vids = store.vids()
+    index.manifest.next_vid = max(manifest.next_vid, int(vids.max()) + 1 if len(vids) else 0)
+    if manifest.counts != manifest.counts.model_validate(store.stats()):
+        report.rebuilt.append("the manifest's counts")
+    report.dropped = dropped
+    return index, report
+
+
+def _load(report: RepairReport, load: Callable[[], T]) -> T | None:
+    """``load()``, or None when the file it reads is damaged (noted in ``report``)."""
+    try:
+        return load()
+    except IndexFormatError as exc:
+        report.damage.append(str(exc))
+        return None
+
+
+def _lexical(directory: Path, manifest: Manifest, data: dict[str, bytes]) -> LexicalIndex | None:
+    if manifest.lexical is None or LEXICAL_KEY not in data:
+        return None
+    path = directory / manifest.files[LEXICAL_KEY].name
+    return LexicalIndex.from_bytes(data[LEXICAL_KEY], manifest.lexical, str(path))
+
+
+def _salvage_store(
+    directory: Path,
+    manifest: Manifest,
+    data: dict[str, bytes],
+    lexical: LexicalIndex | None,
+    report: RepairReport,
+) -> Store:
+    """The store, or an empty one when either Parquet file is damaged: every document is dropped,
+    named where the lexical index still lists it."""
+    if "documents" in data and "chunks" in data:
+        store = _load(report, lambda: Store.from_bytes(data["documents"], data["chunks"], str(directory)))
+        if store is not None:
+            return store
+    named = lexical.doc_ids if lexical is not None else []
+    report.dropped.update({doc_id: "the store (its text and vector rows) is damaged" for doc_id in named})
+    report.dropped_unnamed = max(0, manifest.counts.documents - len(named))
+    return Store.empty()
+
+
+def _salvage_vectors(
+    directory: Path, manifest: Manifest, data: dict[str, bytes], report: RepairReport
+) -> tuple[VectorIndex, FaissIndex | None]:
+    """The chunk-level vectors (a damaged shard replaced by an empty copy of an intact one, which
+    keeps their shared training) and, in a hybrid index, the document-level ones (empty if damaged)."""
+    dim, config = manifest.encoder.dim, manifest.faiss
+
+    def level(key: str, settings: FaissConfig) -> FaissIndex | None:
+        if key not in data:
+            return None
+        path = directory / manifest.files[key].name
+        loaded = _load(report, lambda: FaissIndex.from_bytes(data[key], settings, str(path)))
+        if loaded is not None and loaded.dim != dim:
+            report.damage.append(f"{path}: {loaded.dim}-d vectors, the manifest says {dim}-d")
+            return None
+        return loaded
+
+    shards = [level(key, config) for key in vector_keys(manifest)]
+    intact = next((shard for shard in shards if shard is not None), None)
+    vectors: VectorIndex
+    if intact is None:
+        vectors = create_vectors(dim, config)
+    else:
+        full = [shard or _emptied(intact) for shard in shards]
+        vectors = full[0] if len(full) == 1 else ShardedFaissIndex(full, config)
+    if manifest.long_doc.hybrid is None:
+        return vectors, None
+    upper = document_faiss(config)
+    return vectors, level(DOCUMENT_KEY, upper) or FaissIndex.create(dim, upper)
+
+
+def _emptied(shard: FaissIndex) -> FaissIndex:
+    """A copy of ``shard`` without its vectors: the same factory and training."""
+    index = faiss.clone_index(shard.index)
+    index.reset()
+    return FaissIndex(index, shard.config)
+
+
+def _unusable(store: Store, vectors: VectorIndex, document_vectors: FaissIndex | None) -> dict[str, str]:
+    """The documents whose record, vector rows and vectors do not all agree, with the reason."""
+    chunk_ids = set(vectors.ids().tolist())
+    document_ids = set() if document_vectors is None else set(document_vectors.ids().tolist())
+    repeated = Counter(store.vids().tolist())
+    dropped: dict[str, str] = {}
+    for row in store.summaries():
+        doc_id, recorded = row["doc_id"], row["n_vectors"]
+        vids, ordinals = store.document_vids(doc_id)
+        upper = _upper(ordinals, document_vectors is not None)
+        if len(vids) != recorded:
+            dropped[doc_id] = f"its record says {recorded} vectors, the vector table {len(vids)}"
+        elif any(repeated[vid] > 1 for vid in vids.tolist()):
+            dropped[doc_id] = "its vector ids are also another document's"
+        elif document_vectors is not None and int(upper.sum()) != 1:
+            dropped[doc_id] = f"it has {int(upper.sum())} document-level vectors, not one"
+        elif not (set(vids[~upper].tolist()) <= chunk_ids and set(vids[upper].tolist()) <= document_ids):
+            dropped[doc_id] = "its vectors were lost (in a damaged FAISS file, or missing from it)"
+    return dropped
+
+
+def _upper(ordinals: np.ndarray, hybrid: bool) -> np.ndarray:
+    """Which rows are document-level vectors (none outside a hybrid index)."""
+    return ordinals == DOCUMENT_LEVEL if hybrid else np.zeros(len(ordinals), dtype=bool)
+
+
+def _drop_unowned(index: Index) -> None:
+    """Remove vectors that no stored row owns at their level (a chunk vector in the
+    document-level index is unowned there)."""
+    vids = index.store.vids()
+    upper = _upper(index.store.ordinals(), index.document_vectors is not None)
+    levels: list[tuple[VectorIndex, np.ndarray]] = [(index.vectors, vids[~upper])]
+    if index.document_vectors is not None:
+        levels.append((index.document_vectors, vids[upper]))
+    for level, owned in levels:
+        unowned = np.setdiff1d(level.ids(), owned)
+        if len(unowned):
+            level.remove(unowned)
