@@ -173,3 +173,24 @@ def test_threads_before_torch_starts_go_through_the_environment() -> None:
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.split() == ["1", "1"]
+
+
+def test_only_serve_needs_the_web_framework() -> None:
+    """FastAPI and uvicorn are the serve extra: no other module imports them (even inside a function)."""
+    import ast
+
+    import ragidx
+
+    package = Path(ragidx.__file__).parent
+    users = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            if any(name.split(".")[0] in ("fastapi", "uvicorn", "starlette") for name in names):
+                users.add(path.relative_to(package).as_posix())
+    assert {user.rsplit("/", 1)[0] if "server/" in user else user for user in users} == {
+        "cli/serve.py",
+        "integrations/server",
+    }
