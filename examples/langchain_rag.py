@@ -1,12 +1,15 @@
 """Retrieval-augmented generation with LangChain over a ragidx index.
 
-Ingests ``examples/docs`` (only new or changed files are embedded), then runs a LangChain chain:
-``RagidxRetriever`` → the retrieved documents formatted as numbered sources → a prompt → an LLM.
-Without an LLM configured it prints the assembled prompt and the sources instead, so it runs
-offline. Run from the repository root (``pip install -e ".[langchain]"`` first)::
+Ingests ``examples/docs`` (or ``--docs DIR``; only new or changed files are embedded), then runs a
+LangChain chain: ``RagidxRetriever`` → the passages that matched, formatted as numbered sources → a
+prompt → an LLM. The sources are passages (each document's best chunk), not whole documents:
+``--search-type document`` sends whole documents instead, and stderr says how many characters the
+sources take either way. Without an LLM configured it prints the assembled prompt and the sources
+instead, so it runs offline. Run from the repository root (``pip install -e ".[langchain]"`` first)::
 
     python examples/langchain_rag.py "Who discovered what the honeybee waggle dance means?"
     python examples/langchain_rag.py "How do I squash commits?" -k 2 --search-type chunk
+    python examples/langchain_rag.py "What is a startup visa?" --docs essays/ --index /tmp/essays
     python examples/langchain_rag.py "..." --llm openai:gpt-4o-mini   # needs `pip install langchain
                                                                      # langchain-openai` and a key
 """
@@ -38,7 +41,7 @@ PROMPT = ChatPromptTemplate.from_messages(
 
 
 def format_sources(documents: list[Document]) -> str:
-    """Numbered sources: where each comes from, how it was embedded, and its text."""
+    """Numbered sources: where each comes from, how it was embedded, and its text (the passage)."""
     blocks = []
     for number, doc in enumerate(documents, start=1):
         meta = doc.metadata
@@ -64,6 +67,15 @@ def build_chain(retriever: RagidxRetriever, llm: Runnable | None = None) -> Runn
     return chain | llm | StrOutputParser()
 
 
+def sources_size(retriever: RagidxRetriever, question: str) -> str:
+    """How many characters the sources of ``question`` take, and what whole documents would take."""
+    documents = retriever.invoke(question)
+    sent = sum(len(doc.page_content) for doc in documents)
+    whole = sum(len(retriever.index.document(doc.metadata["doc_id"]).text) for doc in documents)
+    kind = "whole documents" if retriever.search_type == "document" else f"{retriever.search_type}s"
+    return f"sources: {len(documents)} {kind}, {sent:,} characters (their whole documents: {whole:,})"
+
+
 def load_llm(spec: str) -> Runnable:
     """A chat model from ``provider:model`` (LangChain's ``init_chat_model``)."""
     try:
@@ -78,16 +90,31 @@ def load_llm(spec: str) -> Runnable:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("question", help="what to ask about the example documents")
+    parser.add_argument(
+        "--docs", type=Path, default=DOCS, help="the documents to ingest (default examples/docs)"
+    )
     parser.add_argument("--index", type=Path, default=Path(".ragidx/langchain-demo"), help="index directory")
     parser.add_argument("-k", type=int, default=3, help="how many sources to retrieve")
-    parser.add_argument("--search-type", choices=["document", "chunk"], default="document")
+    parser.add_argument(
+        "--search-type",
+        choices=["passage", "document", "chunk"],
+        default="passage",
+        help="passage: each document's passage that matched (default); document: whole documents; "
+        "chunk: the best chunks, several of a document possibly",
+    )
+    parser.add_argument(
+        "--context-chunks", type=int, default=0, help="neighbouring chunks added to a passage"
+    )
     parser.add_argument("--llm", help="provider:model for an answer, e.g. openai:gpt-4o-mini")
     args = parser.parse_args(argv)
     llm = load_llm(args.llm) if args.llm else None
 
-    report = ingest(DOCS, args.index)
+    report = ingest(args.docs, args.index)
     print(f"index {args.index}: {report.added} added, {report.unchanged} unchanged", file=sys.stderr)
-    retriever = RagidxRetriever.from_index(args.index, k=args.k, search_type=args.search_type)
+    retriever = RagidxRetriever.from_index(
+        args.index, k=args.k, search_type=args.search_type, context_chunks=args.context_chunks
+    )
+    print(sources_size(retriever, args.question), file=sys.stderr)
     if llm is not None:
         print(build_chain(retriever, llm).invoke(args.question))
         return 0

@@ -1,4 +1,10 @@
-"""``ragidx query``: one question as a ranked table or JSON, or a query file as a TREC run."""
+"""``ragidx query``: one question as a ranked table or JSON, or a query file as a TREC run.
+
+The table highlights each result's matched sentence (bold) and the query's terms in it (underlined),
+and shows text from documents and queries with control characters escaped (``\\x1b``, ``\\u202e``):
+an ESC sequence in a file cannot recolour, move or retitle the terminal, and ``[bold]`` in a file is
+text, not markup. ``--json`` prints every string exactly.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +13,25 @@ import json
 import sys
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ragidx.cli.console import err, handle_errors, one_line, out
 from ragidx.cli.options import DEFAULT_INDEX, BestChunks, Device, Hybrid, IndexDir, Json, hybrid_fields
 from ragidx.cli.threads import Threads, apply_threads
 from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.errors import ConfigError
-from ragidx.search.options import SearchOptions
+from ragidx.search.options import SearchOptions, Where
 from ragidx.search.trec import read_queries, write_run
 
 if TYPE_CHECKING:
+    from ragidx.index.store import DocumentRecord
     from ragidx.search.retriever import SearchResult
 
 
@@ -32,6 +41,55 @@ class Mode(StrEnum):
     dense = "dense"
     lexical = "lexical"
     hybrid = "hybrid"
+
+
+class Per(StrEnum):
+    """What is ranked (``SearchOptions.per``)."""
+
+    document = "document"
+    chunk = "chunk"
+
+
+RECORD_FIELDS = ("doc_id", "source", "title", "embed_mode")  # --where keys that are not metadata
+
+
+def where_filter(specs: list[str]) -> Where | None:
+    """``--where key=value`` (each must hold) as the Python API's ``where``: ``key`` is a metadata
+    key, or doc_id, source, title, embed_mode; a value matches a string equal to it, a number or
+    boolean written that way (``year=2009``, ``draft=true``), or a list holding such an element."""
+    pairs = []
+    for spec in specs:
+        key, equals, value = spec.partition("=")
+        if not equals or not key.strip():
+            raise ConfigError(
+                f"--where {spec}: give key=value, e.g. --where format=pdf (a metadata key, or "
+                f"{', '.join(RECORD_FIELDS)})"
+            )
+        pairs.append((key.strip(), value))
+    if not pairs:
+        return None
+
+    def accepts(record: DocumentRecord) -> bool:
+        return all(_holds(_field(record, key), value) for key, value in pairs)
+
+    return accepts
+
+
+_MISSING = object()
+
+
+def _field(record: DocumentRecord, key: str) -> object:
+    if key in record.metadata:
+        return record.metadata[key]
+    return getattr(record, key) if key in RECORD_FIELDS else _MISSING
+
+
+def _holds(actual: object, value: str) -> bool:
+    if isinstance(actual, list):
+        return any(_holds(item, value) for item in actual)
+    if isinstance(actual, str):
+        return actual == value
+    return actual is not _MISSING and json.dumps(actual) == value
 
 
 def _lexical_weight(value: str | None) -> float | Literal["rrf"] | None:
@@ -46,7 +104,6 @@ def _lexical_weight(value: str | None) -> float | Literal["rrf"] | None:
     if not 0 <= weight <= 1:
         raise ConfigError(f"--lexical-weight {value}: give a number in [0, 1] or 'rrf'")
     return weight
-
 
 
 @handle_errors
@@ -88,6 +145,24 @@ def query_command(
             "(default: the index's, see ragidx info).",
         ),
     ] = None,
+    per: Annotated[
+        Per,
+        typer.Option(
+            "--per",
+            help="document: each document once, by its best chunk; chunk: rank the chunks themselves "
+            "(several of one document; by the vectors).",
+        ),
+    ] = Per.document,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where",
+            help="Only documents with this metadata value, as key=value (repeat: all must hold); keys "
+            "are metadata keys (format, …) or doc_id, source, title, embed_mode; a filtered search "
+            "still returns k results when k match.",
+            show_default=False,
+        ),
+    ] = None,
     hybrid: Hybrid = None,
     best_chunks: BestChunks = None,
     threads: Threads = None,
@@ -101,21 +176,31 @@ def query_command(
     another fusion without re-ingesting. Each hybrid hit shows both cosines. --best-chunks N scores
     a chunked document by the mean of its N best chunks (evidence spread over a few passages).
 
+    Each result shows the sentence of its best chunk most similar to the question (bold; for a single
+    question its first 10 results compare the sentences' embeddings with the question's, later ones
+    and --queries batches count the question's words) and the question's words in it (underlined).
+
     Examples:  ragidx query "how do bees communicate?" -k 5 ;
     ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3 ;
-    ragidx query "waggle dance" --mode lexical ; ragidx query "bees" --lexical-weight rrf
+    ragidx query "waggle dance" --mode lexical ; ragidx query "bees" --lexical-weight rrf ;
+    ragidx query "bees" --per chunk --where format=markdown
     """
-    if (text is None) == (queries is None):
-        raise ConfigError("give either a query TEXT or --queries FILE (not both)")
+    if text is None and queries is None:
+        raise ConfigError('give a query TEXT or --queries FILE, e.g. ragidx query "how do bees communicate?"')
+    if text is not None and queries is not None:
+        raise ConfigError(f"give a query TEXT or --queries {queries}, not both")
     runtime = {"device": device, "model": model}
     encoder_config = EncoderConfig.model_validate({k: v for k, v in runtime.items() if v is not None})
     fused = None if hybrid is None else HybridConfig.model_validate(hybrid_fields(hybrid))
+    accepts = where_filter(where or [])
     apply_threads(threads)
     from ragidx.index.directory import Index
     from ragidx.search.retriever import Retriever
 
     opened = Index.open(index, encoder_config=encoder_config)
     search = SearchOptions(
+        where=accepts,
+        per=per.value,
         hybrid=fused,
         best_chunks=best_chunks,
         mode=None if mode is None else mode.value,
@@ -131,8 +216,9 @@ def query_command(
         return
     assert queries is not None
     pairs = read_queries(queries)
+    batch = replace(search, sentences="lexical")  # a batch: each snippet's sentence by the query's words
     with _notes():
-        ranked = Retriever(opened).search_many([t for _, t in pairs], k, search)
+        ranked = Retriever(opened).search_many([t for _, t in pairs], k, batch)
     if as_json:
         payload = {
             qid: [r.to_dict(with_text=with_text) for r in res]
@@ -149,15 +235,18 @@ def query_command(
 
 def _table(query: str, results: list[SearchResult]) -> None:
     if not results:
-        out.print("no results (the index is empty)")
+        out.print("no results (the index is empty, or nothing matched --where)")
         return
-    table = Table(title=f"top {len(results)} for: {query}", title_justify="left", expand=True)
+    title = Text(f"top {len(results)} for: {printable(query)}")
+    table = Table(title=title, title_justify="left", expand=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("document", overflow="fold", ratio=1)
     table.add_column("snippet", ratio=3)
     for r in results:
-        where = r.doc_id if r.source.endswith(r.doc_id) else f"{r.doc_id}\n[dim]{r.source}[/]"
+        where = Text(printable(r.doc_id))
+        if not r.source.endswith(r.doc_id):
+            where.append(f"\n{printable(r.source)}", style="dim")
         how = r.embed_mode
         if r.chunk is not None:  # late chunks say so (e.g. "late+extend:pi chunk 3")
             how = (
@@ -170,8 +259,39 @@ def _table(query: str, results: list[SearchResult]) -> None:
         if r.lexical_score is not None:
             dense = "" if r.dense_score is None else f"dense {r.dense_score:.3f}, "
             how += f"\n{dense}bm25 {r.lexical_score:.2f}"
-        table.add_row(str(r.rank), f"{r.score:.3f}", f"{where}\n[dim]{how}[/]", r.snippet)
+        for line in how.split("\n"):
+            where.append(f"\n{printable(line)}", style="dim")
+        table.add_row(str(r.rank), f"{r.score:.3f}", where, highlighted(r))
     out.print(table)
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: every character Python deems unprintable (C0 and C1 controls,
+    ESC, DEL, bidirectional overrides, zero-width marks, line separators) escaped as ``\\x1b``,
+    ``\\u202e``; a space stays a space."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def highlighted(result: SearchResult) -> Text:
+    """The snippet as rich text: the matched sentence bold, the query's terms underlined (printable)."""
+    snippet, match = result.snippet, result.match
+    styles = [""] * len(snippet)
+    if match is not None:
+        for lo, hi in [match["snippet_sentence"] or [0, 0], *match["snippet_terms"]]:
+            for at in range(lo, min(hi, len(snippet))):
+                styles[at] = f"{styles[at]} bold" if styles[at] == "underline" else styles[at] or "bold"
+        for lo, hi in match["snippet_terms"]:
+            for at in range(lo, min(hi, len(snippet))):
+                styles[at] = "bold underline" if "bold" in styles[at] else "underline"
+    text = Text()
+    start = 0
+    for at in range(1, len(snippet) + 1):
+        if at == len(snippet) or styles[at] != styles[start]:
+            text.append(printable(snippet[start:at]), style=styles[start] or None)
+            start = at
+    return text
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """How one search ranks: :class:`SearchOptions`, the per-search choices in one object.
 
 Every search entry point (``Index.search``, ``Retriever``, the CLI's ``query``, the LangChain
-retriever and vector store) takes these four choices; they travel together as one
+retriever and vector store) takes these choices; they travel together as one
 :class:`SearchOptions`, never as loose arguments.
 """
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 Where = Callable[["DocumentRecord"], bool]
 Per = Literal["document", "chunk"]
 Mode = Literal["dense", "lexical", "hybrid"]
+Sentences = Literal["dense", "lexical"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,10 @@ class SearchOptions:
     of as the manifest says (1: max-sim). ``mode``: rank by the vectors (``dense``), by BM25
     (``lexical``), or by both fused (``hybrid``); None: hybrid where the index has a lexical
     index, else dense. ``lexical_weight``: the BM25 weight of a hybrid search, or ``"rrf"``
-    (None: the manifest's)."""
+    (None: the manifest's). ``sentences``: how each result's matched sentence (and so its
+    snippet) is chosen: ``dense`` (the hit's sentences embedded by the index's encoder), ``lexical``
+    (the query's words, no model); None: dense for the first 10 results of a single query the
+    index embeds, else lexical (see ``ragidx.search.snippets``). It never changes the ranking."""
 
     where: Where | None = None
     per: Per = "document"
@@ -37,6 +41,7 @@ class SearchOptions:
     best_chunks: int | None = None
     mode: Mode | None = None
     lexical_weight: float | Literal["rrf"] | None = None
+    sentences: Sentences | None = None
 
 
 class SearchKwargs(TypedDict, total=False):
@@ -48,3 +53,4 @@ class SearchKwargs(TypedDict, total=False):
     best_chunks: int | None
     mode: Mode | None
     lexical_weight: float | Literal["rrf"] | None
+    sentences: Sentences | None

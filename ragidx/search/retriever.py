@@ -5,8 +5,9 @@ hits into documents: a document scores as its best chunk (max-sim), reported onc
 that matched. FAISS is asked for more vectors than ``k`` until ``k`` distinct documents are found
 (or the index is exhausted); a ``where`` filter is applied while merging, so filtered searches
 still return ``k`` documents when ``k`` match. ``per="chunk"`` ranks vectors (chunks) instead of
-documents. Each :class:`SearchResult` carries a snippet: the passage of the matching span that
-shares the most words with the query.
+documents. Each :class:`SearchResult` carries its passage (``ragidx.search.passages``: the best chunk,
+or sentences around the match), the sentence of it most similar to the query and a snippet around
+that sentence (``ragidx.search.snippets``; ``SearchOptions.sentences`` says how the sentence is chosen).
 
 A hybrid index (document-level vectors beside the chunk-level ones, see ``ragidx.index.directory``) is
 searched at both levels: the candidates are the union of the best ``max(k, 100)`` documents by
@@ -44,16 +45,20 @@ from ragidx.embed.config import HybridConfig
 from ragidx.errors import ConfigError
 from ragidx.search.fusion import best_mean, fuse, fuse_lexical
 from ragidx.search.options import Mode, Per, SearchOptions, Where
-from ragidx.search.snippets import snippet
+from ragidx.search.passages import lexical_chunk, passage_span
+from ragidx.search.snippets import DENSE_RANKS, MatchInfo, Region, Terms, describe, match, render
 
 if TYPE_CHECKING:
     from ragidx.index.directory import Index
     from ragidx.index.lexical import LexicalIndex
+    from ragidx.index.store import DocumentRecord, VectorRecord
+    from ragidx.search.snippets import By
 
 
 HYBRID_CANDIDATES = 100  # a hybrid search fuses at least this many documents from each level
 HYBRID_GROUP = 16  # queries whose candidates' stored vectors are reconstructed together
 BEST_CANDIDATES = 100  # best-N scoring starts from this many max-sim candidates per query
+CHUNK_KEYS = ("ordinal", "tok_start", "tok_end", "char_start", "char_end")  # SearchResult.chunk
 
 
 @dataclass
@@ -71,6 +76,8 @@ class SearchResult:
     n_tokens: int
     chunk: dict[str, int] | None = None  # the best-matching span when the document was chunked
     metadata: dict[str, Any] = field(default_factory=dict)
+    match: MatchInfo | None = None  # the sentence most similar to the query, and the snippet's marks
+    passage_span: dict[str, int] | None = None  # the passage (char_start, char_end): see ``passage``
     document_score: float | None = None  # hybrid: the document-level cosine (score is the fused one)
     chunk_score: float | None = None  # hybrid: the best chunk's cosine
     dense_score: float | None = None  # mode hybrid: the dense score (score is the fused one)
@@ -87,7 +94,11 @@ class SearchResult:
 
     @property
     def passage(self) -> str:
-        """The text that matched: the chunk's characters for a chunk hit, else the whole text."""
+        """The text that matched, to hand on (``ragidx.search.passages``): the chunk's characters for
+        a chunk hit; for a document embedded whole, its text, or when long the sentences around
+        the match."""
+        if self.passage_span is not None:
+            return self.text[self.passage_span["char_start"] : self.passage_span["char_end"]]
         if self.chunk is not None and self.chunk["char_start"] >= 0:
             return self.text[self.chunk["char_start"] : self.chunk["char_end"]]
         return self.text
@@ -125,9 +136,10 @@ class Retriever:
             return []
         options = options or SearchOptions()
         vectors = None
-        if self.mode(options) != "lexical" or not all(self._searchable(q) for q in queries):
+        dense = options.sentences == "dense"
+        if dense or self.mode(options) != "lexical" or not all(self._searchable(q) for q in queries):
             vectors, _ = self.index.encoder.embed(list(queries), role="query")
-        return self.rank(queries, vectors, k, options)
+        return self._rank(queries, vectors, k, options, embedded=True)
 
     def rank(
         self,
@@ -137,8 +149,19 @@ class Retriever:
         options: SearchOptions | None = None,
     ) -> list[list[SearchResult]]:
         """Results for queries and their vectors (dense mode: ``queries`` only pick the snippets;
-        ``vectors`` may be None in lexical mode)."""
-        options = options or SearchOptions()
+        ``vectors`` may be None in lexical mode). The matched sentences are chosen lexically unless
+        ``options.sentences`` is ``"dense"``."""
+        return self._rank(queries, vectors, k, options or SearchOptions(), embedded=False)
+
+    def _rank(
+        self,
+        queries: Sequence[str],
+        vectors: np.ndarray | None,
+        k: int,
+        options: SearchOptions,
+        embedded: bool,
+    ) -> list[list[SearchResult]]:
+        """``embedded``: the index's encoder made ``vectors`` from ``queries`` (:meth:`search_many`)."""
         mode = self.mode(options)
         if mode == "dense":
             assert vectors is not None
@@ -148,7 +171,21 @@ class Retriever:
                 self._with_lexical(mode, q, None if vectors is None else vectors[i], k, options)
                 for i, q in enumerate(queries)
             ]
-        return [self._results(query, h) for query, h in zip(queries, hits, strict=True)]
+        dense = self._dense_ranks(options, len(queries), embedded and vectors is not None, k)
+        if dense and vectors is None:
+            vectors, _ = self.index.encoder.embed(list(queries), role="query")
+        return [
+            self._results(query, h, None if vectors is None else vectors[i], dense)
+            for i, (query, h) in enumerate(zip(queries, hits, strict=True))
+        ]
+
+    @staticmethod
+    def _dense_ranks(options: SearchOptions, n_queries: int, embedded: bool, k: int) -> int:
+        """How many of each query's results get their sentence by the encoder (the rest: lexically);
+        see :class:`~ragidx.search.options.SearchOptions` ``sentences``."""
+        if options.sentences is None:
+            return DENSE_RANKS if embedded and n_queries == 1 else 0
+        return k if options.sentences == "dense" else 0
 
     def mode(self, options: SearchOptions) -> Mode:
         """The search mode ``options`` ask for (None: hybrid where there is a lexical index)."""
@@ -411,28 +448,40 @@ class Retriever:
             )
         return out
 
-    def _results(self, query: str, hits: list[Hit]) -> list[SearchResult]:
-        results = []
-        for rank, hit in enumerate(hits, start=1):
-            chunk: dict[str, int] | None = None
-            if hit.vid is None:  # a lexical hit: the whole document, its best sentence as the snippet
+    def _results(
+        self, query: str, hits: list[Hit], vector: np.ndarray | None, dense_ranks: int
+    ) -> list[SearchResult]:
+        """The results of one query: each hit's document, span, passage, matched sentence, snippet."""
+        lexical = self.index.lexical
+        terms = Terms(query, None if lexical is None else lexical.analyzer)
+        found: list[tuple[Hit, DocumentRecord, VectorRecord | None]] = []
+        for hit in hits:
+            if hit.vid is None:  # a lexical hit: the chunk holding the most query terms, if chunked
                 assert hit.doc_id is not None
                 doc = self.index.document(hit.doc_id)
-                passage = doc.text
+                span = lexical_chunk(self.index, doc.doc_id, doc.text, terms)
             else:
                 span = self.index.vector_record(hit.vid)
                 doc = self.index.document(span.doc_id)
-                chunked = doc.embed_mode.split("+")[0] in ("chunk", "late")
-                has_span = chunked and span.char_start >= 0  # -1: tokenizer without offsets
-                passage = doc.text[span.char_start : span.char_end] if has_span else doc.text
-                if chunked:
-                    chunk = {
-                        "ordinal": span.ordinal,
-                        "tok_start": span.tok_start,
-                        "tok_end": span.tok_end,
-                        "char_start": span.char_start,
-                        "char_end": span.char_end,
-                    }
+                span = span if doc.embed_mode.split("+")[0] in ("chunk", "late") else None
+            found.append((hit, doc, span))
+        spans = [  # the chunk's characters (None: not chunked, or a tokenizer without offsets)
+            (span.char_start, span.char_end) if span is not None and span.char_start >= 0 else None
+            for _, _, span in found
+        ]
+        regions = [
+            Region(doc.text, *(chars or (0, len(doc.text))))
+            for (_, doc, _), chars in zip(found, spans, strict=True)
+        ]
+        by: list[By] = ["dense" if rank < dense_ranks else "lexical" for rank in range(len(found))]
+        matched = match(regions, terms, by, vector, self._embed_sentences)
+        results = []
+        for rank, ((hit, doc, span), chars, sentence) in enumerate(
+            zip(found, spans, matched, strict=True), start=1
+        ):
+            chunk = None if span is None else {key: getattr(span, key) for key in CHUNK_KEYS}
+            lo, hi = passage_span(doc.text, chars, sentence)
+            shown = render(doc.text, sentence)
             results.append(
                 SearchResult(
                     rank=rank,
@@ -440,12 +489,14 @@ class Retriever:
                     doc_id=doc.doc_id,
                     source=doc.source,
                     title=doc.title,
-                    snippet=snippet(passage, query),
+                    snippet=shown.text,
                     text=doc.text,
                     embed_mode=doc.embed_mode,
                     n_tokens=doc.n_tokens,
                     chunk=chunk,
                     metadata=doc.metadata,
+                    match=describe(doc.text, sentence, shown),
+                    passage_span={"char_start": lo, "char_end": hi},
                     document_score=hit.document_score,
                     chunk_score=hit.chunk_score,
                     dense_score=hit.dense_score,
@@ -453,6 +504,10 @@ class Retriever:
                 )
             )
         return results
+
+    def _embed_sentences(self, texts: list[str]) -> np.ndarray:
+        vectors, _ = self.index.encoder.embed(texts, role="document")
+        return vectors
 
 
 def _bm25_of(lexical: LexicalIndex, scores: np.ndarray, doc_id: str) -> float:

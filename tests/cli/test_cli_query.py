@@ -73,7 +73,10 @@ def test_batch_queries_write_a_trec_run(index_dir: Path, tmp_path: Path) -> None
 
 def test_query_errors(index_dir: Path, tmp_path: Path, tiny_other_model: Path) -> None:
     neither = runner.invoke(app, ["query", "-i", str(index_dir)])
-    assert neither.exit_code == 2 and "either a query TEXT or --queries" in neither.stderr
+    assert neither.exit_code == 2 and "give a query TEXT or --queries FILE, e.g." in neither.stderr
+    assert "not both" not in neither.stderr
+    both = runner.invoke(app, ["query", "x", "--queries", "q.tsv", "-i", str(index_dir)])
+    assert both.exit_code == 2 and "give a query TEXT or --queries q.tsv, not both" in both.stderr
     not_index = runner.invoke(app, ["query", "x", "-i", str(tmp_path)])
     assert not_index.exit_code == 1 and "not a ragidx index" in not_index.stderr
     wrong_model = runner.invoke(app, ["query", "x", "-i", str(index_dir), "--model", str(tiny_other_model)])

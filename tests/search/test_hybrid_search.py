@@ -92,7 +92,14 @@ def test_lexical_mode_ranks_by_bm25_without_loading_the_model(
     hits = index.search("sourdough starter", k=4, mode="lexical", where=lambda r: r.doc_id != "t03.txt")
     assert index.lexical is not None
     expected = [d for d, _ in index.lexical.top("sourdough starter", 5) if d != "t03.txt"][:4]
-    assert [h.doc_id for h in hits] == expected and all(h.chunk is None for h in hits)
+    assert [h.doc_id for h in hits] == expected
+    for hit in hits:  # a chunked document's span is its chunk holding the query's words
+        if index.document(hit.doc_id).n_vectors > 1:
+            assert hit.chunk is not None and hit.chunk["ordinal"] == 0  # both ends hold them: the first
+            assert "sourdough starter" in hit.passage and hit.passage != hit.text
+        else:
+            assert hit.chunk is None and hit.passage == hit.text
+        assert hit.match is not None and hit.match["by"] == "lexical"
     assert "sourdough" in hits[0].snippet.lower()
     assert hits[0].score == hits[0].lexical_score and hits[0].dense_score is None
 

@@ -1,12 +1,22 @@
 """``RagidxRetriever``: a LangChain retriever over a ragidx index directory.
 
-Returns LangChain ``Document``s whose ``page_content`` is the document's text (or, with
-``search_type="chunk"``, the chunk that matched) and whose metadata carries the document's own
-metadata plus ``doc_id``, ``source``, ``title``, ``score``, ``rank``, ``snippet``, ``embed_mode`` (how
-the document was embedded: ``whole``, ``chunk``, ``pcw``, ``truncate``, ``extend:<method>``,
-``late``, ``late+extend:<method>``), ``n_tokens`` and ``chunk`` (the matching token/character span
-of a chunked or late-chunked document, else ``None``); from a hybrid index also
-``document_score`` and ``chunk_score``, the two cosines ``score`` fuses.
+What ``page_content`` holds depends on ``search_type``:
+
+* ``"passage"`` (the default, for retrieval-augmented generation): the passage of each of the ``k``
+  best documents that matched (``ragidx.search.passages``): its best chunk, or for a document
+  embedded as one vector its text when short, else about 2,000 characters of whole sentences around
+  the sentence that matched; ``context_chunks=N`` adds N neighbouring chunks on each side;
+* ``"document"``: each document's whole text (ranked the same way);
+* ``"chunk"``: the chunks themselves are ranked (several of one document may come back).
+
+The metadata carries the document's own metadata plus ``doc_id``, ``source``, ``title``, ``score``,
+``rank``, ``snippet``, ``embed_mode`` (how the document was embedded: ``whole``, ``chunk``, ``pcw``,
+``truncate``, ``extend:<method>``, ``late``, ``late+extend:<method>``), ``n_tokens``, ``chunk`` (the
+matching token/character span of a chunked or late-chunked document, else ``None``), ``chunk_id``
+(``<doc_id>#<ordinal>``, else ``None``), ``passage`` (``char_start``/``char_end`` of
+``page_content`` in the document) and ``match`` (the sentence most similar to the query: its text,
+its span in the document, how it was chosen, and the query's terms in the snippet); from a hybrid
+index also ``document_score`` and ``chunk_score``, the two cosines ``score`` fuses.
 
 ``filter`` (a dict of metadata values, or a callable on a ``Document``) is applied while ranking,
 so a filtered search still returns ``k`` documents when ``k`` match; ``score_threshold`` drops
@@ -28,7 +38,10 @@ from pydantic import ConfigDict, Field
 from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.index.directory import Index
 from ragidx.integrations.langchain.documents import MetadataFilter, record_filter, to_langchain
+from ragidx.search.passages import with_context
 from ragidx.search.retriever import SearchResult
+
+SearchType = Literal["passage", "document", "chunk"]
 
 
 class RagidxRetriever(BaseRetriever):
@@ -42,8 +55,13 @@ class RagidxRetriever(BaseRetriever):
     filter: dict[str, Any] | Callable[[Document], bool] | None = Field(
         None, description="metadata values to match, or a callable on each candidate Document"
     )
-    search_type: Literal["document", "chunk"] = Field(
-        "document", description="rank documents (best chunk each) or the chunks themselves"
+    search_type: SearchType = Field(
+        "passage",
+        description="passage: each matching document's passage (its best chunk); document: its whole "
+        "text; chunk: rank the chunks themselves",
+    )
+    context_chunks: int = Field(
+        0, ge=0, description="passage, chunk: add this many neighbouring chunks on each side of a passage"
     )
     hybrid: HybridConfig | None = Field(
         None, description="a hybrid index: fuse its document and chunk cosines this way, not the manifest's"
@@ -73,8 +91,8 @@ class RagidxRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> RagidxRetriever:
         """Open the index at ``path`` (its model loads on the first query); ``kwargs`` set
-        ``score_threshold``, ``filter``, ``search_type``, ``hybrid``, ``best_chunks`` and the usual
-        retriever fields."""
+        ``score_threshold``, ``filter``, ``search_type``, ``context_chunks``, ``hybrid``,
+        ``best_chunks`` and the usual retriever fields."""
         encoder_config = EncoderConfig(device=device) if device is not None else None
         return cls(index=Index.open(path, encoder_config=encoder_config), k=k, **kwargs)
 
@@ -86,24 +104,24 @@ class RagidxRetriever(BaseRetriever):
         k: int | None = None,
         score_threshold: float | None = None,
         filter: MetadataFilter | None = None,
-        search_type: Literal["document", "chunk"] | None = None,
+        search_type: SearchType | None = None,
     ) -> list[Document]:
         """``k``, ``score_threshold``, ``filter`` and ``search_type`` override the retriever's own
         for this call (``retriever.invoke(query, k=2)``)."""
         chosen = self.filter if filter is None else filter
         threshold = self.score_threshold if score_threshold is None else score_threshold
-        per = search_type or self.search_type
+        kind = search_type or self.search_type
         results = self.index.search(
             query,
             k or self.k,
             where=None if chosen is None else record_filter(chosen),
-            per=per,
+            per="chunk" if kind == "chunk" else "document",
             hybrid=self.hybrid,
             best_chunks=self.best_chunks,
             mode=self.mode,
             lexical_weight=self.lexical_weight,
         )
-        return [_document(r, per) for r in results if threshold is None or r.score >= threshold]
+        return [self._document(r, kind) for r in results if threshold is None or r.score >= threshold]
 
     async def _aget_relevant_documents(
         self,
@@ -113,7 +131,7 @@ class RagidxRetriever(BaseRetriever):
         k: int | None = None,
         score_threshold: float | None = None,
         filter: MetadataFilter | None = None,
-        search_type: Literal["document", "chunk"] | None = None,
+        search_type: SearchType | None = None,
     ) -> list[Document]:
         """The same search in a worker thread (the encoder and FAISS are synchronous)."""
         return await run_in_executor(
@@ -127,25 +145,34 @@ class RagidxRetriever(BaseRetriever):
             search_type=search_type,
         )
 
-
-def _document(result: SearchResult, per: str) -> Document:
-    metadata = {
-        **result.metadata,
-        "doc_id": result.doc_id,
-        "source": result.source,
-        "title": result.title,
-        "score": result.score,
-        "rank": result.rank,
-        "snippet": result.snippet,
-        "embed_mode": result.embed_mode,
-        "n_tokens": result.n_tokens,
-        "chunk": result.chunk,
-    }
-    if result.document_score is not None:  # a hybrid index: the two cosines the score fuses
-        metadata["document_score"] = result.document_score
-        metadata["chunk_score"] = result.chunk_score
-    for key in ("dense_score", "lexical_score"):  # modes hybrid and lexical: each signal's score
-        if getattr(result, key) is not None:
-            metadata[key] = getattr(result, key)
-    text = result.passage if per == "chunk" else result.text
-    return to_langchain(result.doc_id, text, metadata)
+    def _document(self, result: SearchResult, kind: SearchType) -> Document:
+        """One result as a LangChain ``Document``: its passage (widened by ``context_chunks``) or
+        its whole text, and the metadata of the module docstring."""
+        if kind == "document":
+            start, end = 0, len(result.text)
+        else:
+            span = result.passage_span or {"char_start": 0, "char_end": len(result.text)}
+            passage = span["char_start"], span["char_end"]
+            start, end = with_context(self.index, result.doc_id, result.text, passage, self.context_chunks)
+        metadata = {
+            **result.metadata,
+            "doc_id": result.doc_id,
+            "source": result.source,
+            "title": result.title,
+            "score": result.score,
+            "rank": result.rank,
+            "snippet": result.snippet,
+            "embed_mode": result.embed_mode,
+            "n_tokens": result.n_tokens,
+            "chunk": result.chunk,
+            "chunk_id": None if result.chunk is None else f"{result.doc_id}#{result.chunk['ordinal']}",
+            "passage": {"char_start": start, "char_end": end},
+            "match": result.match,
+        }
+        if result.document_score is not None:  # a hybrid index: the two cosines the score fuses
+            metadata["document_score"] = result.document_score
+            metadata["chunk_score"] = result.chunk_score
+        for key in ("dense_score", "lexical_score"):  # modes hybrid and lexical: each signal's score
+            if getattr(result, key) is not None:
+                metadata[key] = getattr(result, key)
+        return to_langchain(result.doc_id, result.text[start:end], metadata)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -46,3 +47,24 @@ def test_with_an_llm_the_chain_answers(
     assert example.build_chain(retriever, llm).invoke(question) == "Karl von Frisch [1]."
     prompt = example.build_chain(retriever).invoke(question)
     assert "[1] How honeybees communicate" in prompt.to_messages()[1].content
+
+
+def test_it_sends_passages_and_says_how_much_smaller_than_whole_documents(
+    example: ModuleType, example_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    question = "Who designed the Eddystone tower?"
+    lighthouses = (EXAMPLE.parent / "docs" / "lighthouses.txt").read_text()
+    assert example.main([question, "--index", str(example_index), "-k", "1"]) == 0
+    out, err = capsys.readouterr()
+    sent, whole = re.search(
+        r"sources: 1 passages, ([\d,]+) characters \(their whole documents: ([\d,]+)\)", err
+    ).groups()  # type: ignore[union-attr]
+    assert int(sent.replace(",", "")) < int(whole.replace(",", "")) == len(lighthouses)
+    sources = out[out.index("[1] ") : out.index("Question:")]
+    assert "Eddystone" in sources and len(sources) < len(lighthouses) // 2  # the passage, not the essay
+    assert (
+        example.main([question, "--index", str(example_index), "-k", "1", "--search-type", "document"]) == 0
+    )
+    out, err = capsys.readouterr()
+    assert f"sources: 1 whole documents, {whole} characters (their whole documents: {whole})" in err
+    assert " ".join(lighthouses.split()[-12:]) in " ".join(out.split())  # the essay's end is sent too

@@ -57,16 +57,65 @@ def test_same_top_k_as_ragidx_query_json(example_index: Path) -> None:
     assert [d.metadata["score"] for d in docs] == pytest.approx([s for _, s in expected], abs=1e-6)
 
 
-def test_documents_carry_text_and_how_they_were_embedded(examples: Index) -> None:
-    (doc,) = RagidxRetriever(index=examples, k=1).invoke("Who designed the Eddystone tower?")
+def test_passages_by_default_with_their_span_and_matched_sentence(examples: Index) -> None:
+    query = "Who designed the Eddystone tower?"
+    (doc,) = RagidxRetriever(index=examples, k=1).invoke(query)
     record = examples.store.document("lighthouses.txt")
-    assert doc.id == "lighthouses.txt" and doc.page_content == record.text
     meta = doc.metadata
-    assert meta["source"] == record.source and meta["format"] == "text" and meta["rank"] == 1
-    assert meta["embed_mode"] == "chunk" and meta["n_tokens"] == record.n_tokens
-    span = meta["chunk"]
+    assert doc.id == "lighthouses.txt" and meta["doc_id"] == "lighthouses.txt"
+    assert meta["title"] == record.title and meta["source"] == record.source and meta["format"] == "text"
+    assert meta["rank"] == 1 and meta["embed_mode"] == "chunk" and meta["n_tokens"] == record.n_tokens
+    span, passage = meta["chunk"], meta["passage"]
     assert 0 <= span["char_start"] < span["char_end"] <= len(record.text)
-    assert meta["snippet"] and meta["snippet"][:40] in " ".join(record.text.split())
+    assert passage == {"char_start": span["char_start"], "char_end": span["char_end"]}
+    assert doc.page_content == record.text[span["char_start"] : span["char_end"]]
+    assert len(doc.page_content) < len(record.text)  # the passage, not the whole document
+    assert meta["chunk_id"] == f"lighthouses.txt#{span['ordinal']}"
+    match = meta["match"]
+    assert match["by"] == "dense" and "Eddystone" in match["text"]
+    assert record.text[match["char_start"] : match["char_end"]] == match["text"]
+    assert span["char_start"] <= match["char_start"] < match["char_end"] <= span["char_end"]
+    assert "Eddystone" in match["terms"] and meta["snippet"] and "Eddystone" in meta["snippet"]
+
+
+def test_search_type_document_returns_whole_documents(examples: Index) -> None:
+    query = "Who designed the Eddystone tower?"
+    passages = RagidxRetriever(index=examples, k=3).invoke(query)
+    documents = RagidxRetriever(index=examples, k=3, search_type="document").invoke(query)
+    assert [d.id for d in documents] == [d.id for d in passages]  # ranked the same way
+    for whole, passage in zip(documents, passages, strict=True):
+        text = examples.store.document(whole.id or "").text
+        assert whole.page_content == text and whole.metadata["passage"] == {
+            "char_start": 0,
+            "char_end": len(text),
+        }
+        assert passage.page_content in text and whole.metadata["match"] == passage.metadata["match"]
+    assert sum(len(d.page_content) for d in passages) < sum(len(d.page_content) for d in documents)
+    per_call = RagidxRetriever(index=examples, k=1).invoke(query, search_type="document")
+    assert per_call[0].page_content == documents[0].page_content
+
+
+def test_context_chunks_add_the_neighbouring_chunks(examples: Index) -> None:
+    query = "Who designed the Eddystone tower?"
+    (alone,) = RagidxRetriever(index=examples, k=1).invoke(query)
+    (wider,) = RagidxRetriever(index=examples, k=1, context_chunks=1).invoke(query)
+    vids, _ = examples.vector_ids("lighthouses.txt")
+    spans = sorted(
+        (
+            examples.vector_record(int(v)).ordinal,
+            examples.vector_record(int(v)).char_start,
+            examples.vector_record(int(v)).char_end,
+        )
+        for v in vids
+    )
+    ordinal = alone.metadata["chunk"]["ordinal"]
+    lo, hi = max(ordinal - 1, 0), min(ordinal + 1, len(spans) - 1)
+    text = examples.store.document("lighthouses.txt").text
+    assert wider.metadata["passage"] == {"char_start": spans[lo][1], "char_end": spans[hi][2]}
+    assert (
+        wider.page_content == text[spans[lo][1] : spans[hi][2]] and alone.page_content in wider.page_content
+    )
+    assert len(spans) > 1 and len(wider.page_content) > len(alone.page_content)
 
 
 def test_chunk_search_returns_passages(examples: Index) -> None:
