@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
-from ragidx.cli.console import PARTIAL_EXIT, err, handle_errors, one_line, out
+from ragidx.cli.console import PARTIAL_EXIT, err, handle_errors, out, plain, plural
 from ragidx.cli.ingest_settings import IngestFlags, ingest_settings
 from ragidx.cli.options import (
     DEFAULT_INDEX,
@@ -24,13 +33,14 @@ from ragidx.cli.options import (
     IndexDir,
     Json,
 )
-from ragidx.embed.config import DocumentSource, Policy
+from ragidx.embed.config import EXTEND_MAX_TOKENS, DocumentSource, LongDocConfig, Policy
 from ragidx.errors import ConfigError
 
 if TYPE_CHECKING:
     from ragidx.ingestion.pipeline import IngestReport
     from ragidx.read.document import Document, Skipped
 
+MISSING_SHOWN = 3  # ids named in the warning about documents whose file is gone
 
 
 class Engine(StrEnum):
@@ -41,29 +51,39 @@ class Engine(StrEnum):
 
 
 class _Progress:
-    """Draws documents read and tokens embedded; prints one warning line per skipped file."""
+    """Draws documents read and tokens embedded (with the time left once every document is read);
+    prints one warning line per skipped file."""
 
     def __init__(self, bar: RichBar):
         self.bar = bar
         self.docs = bar.add_task("read", total=None, unit="documents")
         self.tokens = bar.add_task("embedded", total=0, unit="tokens")
         self._planned = 0
+        self._read = 0
 
     def planned(self, document: Document, n_tokens: int) -> None:
         self._planned += n_tokens
-        self.bar.update(self.docs, advance=1, description=f"read [dim]{document.doc_id[-32:]}")
+        self._read += 1
+        self.bar.update(self.docs, advance=1, description=f"read [dim]{plain(document.doc_id[-32:])}")
         self.bar.update(self.tokens, total=self._planned)
+
+    def read_all(self) -> None:
+        """Every document is read: the read bar is full, and the tokens' total is final."""
+        self.bar.update(self.docs, total=self._read, description="read")
 
     def embedded(self, n_tokens: int) -> None:
         self.bar.update(self.tokens, advance=n_tokens)
 
     def skipped(self, item: Skipped) -> None:
-        line = one_line(f"{item.source}: skipped: {item.reason}")
-        self.bar.console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+        warn(f"{item.source}: skipped: {item.reason}", self.bar.console)
 
     def warned(self, item: Skipped) -> None:
-        line = one_line(f"{item.source}: {item.reason}")
-        self.bar.console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+        warn(f"{item.source}: {item.reason}", self.bar.console)
+
+
+def warn(line: str, console: Console = err) -> None:
+    """One ``warning:`` line on stderr (``line`` printed as it is, on one line)."""
+    console.print(f"[yellow]warning:[/] {plain(line)}", highlight=False)
 
 
 @handle_errors
@@ -270,12 +290,15 @@ def ingest_command(
         MofNCompleteColumn(),
         TextColumn("{task.fields[unit]}"),
         TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
     )
     show = not (quiet or as_json) and err.is_terminal  # no bar in logs and pipes
     with RichBar(*columns, console=err, transient=True, disable=not show) as bar:
         if engine is Engine.ray:
             from ragidx.ingestion.ray_engine import ingest_ray  # Ray is optional
 
+            quiet_ray()
             report = ingest_ray(
                 paths,
                 index,
@@ -293,12 +316,88 @@ def ingest_command(
         out.print_json(json.dumps(report.to_dict()))
     else:
         _summary(report)
+    if report.cut:
+        from ragidx.index.manifest import Manifest
+
+        warn(cut_warning(report, Manifest.read(index).long_doc))
+    if report.missing:
+        warn(missing_warning(report.missing, paths))
     if report.skipped:
         raise typer.Exit(PARTIAL_EXIT)
 
 
+def cut_warning(report: IngestReport, long_doc: LongDocConfig) -> str:
+    """The one line an ingest that cut documents prints: how many, the largest cut, why, and the
+    setting that avoids it."""
+    doc_id, tokens, embedded = report.largest_cut or ("?", 0, 0)
+    what = (
+        f"{plural(report.cut, 'document')} embedded in part, not whole (largest cut: {doc_id}, "
+        f"{embedded:,} of {tokens:,} tokens embedded)"
+    )
+    return f"{what}: {_why_cut(long_doc)}"
+
+
+def _why_cut(long_doc: LongDocConfig) -> str:
+    new = "ingest into a new index"  # an index keeps the settings it was built with
+    every = "--long-doc chunk (or late) to embed every token"
+    if long_doc.policy == "truncate":
+        return f"--long-doc truncate embeds the first window only; {new} with {every}"
+    extension = long_doc.extension
+    target = extension.target_length
+    if long_doc.max_tokens is not None and (long_doc.policy != "extend" or long_doc.max_tokens < target):
+        return (
+            f"max_tokens = {long_doc.max_tokens:,} cuts documents to their first {long_doc.max_tokens:,} "
+            f"tokens; {new} without --max-tokens (or with a larger one) to embed them whole"
+        )
+    if long_doc.policy == "extend":
+        one_pass = f"extend:{extension.method} reads one pass of at most {target:,} tokens (target_length)"
+        if target < EXTEND_MAX_TOKENS:
+            return (
+                f"{one_pass}; {new} with --target-length {EXTEND_MAX_TOKENS} to read documents whole "
+                f"up to {EXTEND_MAX_TOKENS:,} tokens, or with {every}"
+            )
+        return (
+            f"{one_pass}, the longest ragidx supports (one pass's time grows with the square of its "
+            f"length); {new} with {every}"
+        )
+    return f"the {long_doc.policy} policy cut them; {new} with {every}"
+
+
+def missing_warning(missing: Sequence[str], paths: Sequence[Path]) -> str:
+    """The one line a re-ingest without --prune prints when indexed documents under ``paths`` have
+    no file (or JSONL record) any more."""
+    shown = ", ".join(missing[:MISSING_SHOWN]) + (", …" if len(missing) > MISSING_SHOWN else "")
+    them = "it" if len(missing) == 1 else "them"
+    where = " ".join(str(p) for p in paths)
+    return (
+        f"{plural(len(missing), 'indexed document')} under {where} no longer "
+        f"{'has its' if len(missing) == 1 else 'have their'} file (or JSONL record) ({shown}) and "
+        f"{'stays' if len(missing) == 1 else 'stay'} searchable; ingest with --prune to remove {them}"
+    )
+
+
+def quiet_ray() -> None:
+    """Keep Ray's INFO logging off the console (ragidx draws its own progress): Ray's driver logs
+    warnings and errors only, Ray Data's console too, without its progress bars (its full logs
+    stay in the Ray session folder). Call before Ray is imported."""
+    os.environ.setdefault("RAY_LOGGER_LEVEL", "warning")
+    os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
+    try:
+        import ray.data  # noqa: F401  (configures the ray.data logger)
+    except ImportError:
+        return  # ingest_ray says how to install it
+    for handler in logging.getLogger("ray.data").handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.WARNING)
+            handler.addFilter(_not_about_progress_bars)
+
+
+def _not_about_progress_bars(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Progress bars disabled")
+
+
 def _summary(report: IngestReport) -> None:
-    table = Table(title=f"ingested into {report.index}", show_header=False, title_justify="left")
+    table = Table(title=f"ingested into {plain(report.index)}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
     table.add_row(
@@ -313,6 +412,6 @@ def _summary(report: IngestReport) -> None:
     tokens = f"{report.tokens:,} in documents, {report.tokens_embedded:,} embedded"
     table.add_row("tokens", tokens + (f" [yellow]({cut:,} cut)[/]" if cut else ""))
     table.add_row("vectors", f"{report.vectors:,}")
-    on = f", {report.engine} engine, {report.workers} workers" if report.engine != "local" else ""
+    on = f", {report.engine} engine, {plural(report.workers, 'worker')}" if report.engine != "local" else ""
     table.add_row("time", f"{report.seconds:.1f} s ({report.tokens_per_second:,.0f} tokens/s encoding{on})")
     out.print(table)

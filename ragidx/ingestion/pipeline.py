@@ -47,7 +47,8 @@ from ragidx.read.walk import Document, Skipped, iter_documents
 
 class Progress(Protocol):
     """What ingest reports while it runs (the CLI draws it with rich). An implementation may also
-    have ``warned(item: Skipped)``: a document was ingested, but something in it was repaired."""
+    have ``warned(item: Skipped)``: a document was ingested, but something in it was repaired; and
+    ``read_all()``: every document has been read (the rest is embedding and the commit)."""
 
     def planned(self, document: Document, n_tokens: int) -> None: ...
     def embedded(self, n_tokens: int) -> None: ...
@@ -86,6 +87,17 @@ class IngestReport:
     embed_seconds: float = 0.0  # --engine ray: the wall time of the Ray job
     engine: str = "local"
     workers: int = 1
+    cut: int = 0  # documents embedded in part (truncate, max_tokens, an extension's length)
+    largest_cut: tuple[str, int, int] | None = None  # (doc_id, tokens, tokens embedded)
+    missing: list[str] = field(default_factory=list)  # kept without prune: their source is gone
+
+    def count_cut(self, doc_id: str, n_tokens: int, n_embedded: int) -> None:
+        """Record a document of which only ``n_embedded`` of ``n_tokens`` tokens were embedded."""
+        if n_embedded >= n_tokens:
+            return
+        self.cut += 1
+        if self.largest_cut is None or n_tokens - n_embedded > self.largest_cut[1] - self.largest_cut[2]:
+            self.largest_cut = (doc_id, n_tokens, n_embedded)
 
     @property
     def tokens_per_second(self) -> float:
@@ -111,6 +123,11 @@ class IngestReport:
             "tokens_per_second": round(self.tokens_per_second, 1),
             "engine": self.engine,
             "workers": self.workers,
+            "cut": self.cut,
+            "largest_cut": None
+            if self.largest_cut is None
+            else dict(zip(("doc_id", "tokens", "tokens_embedded"), self.largest_cut, strict=True)),
+            "missing": self.missing,
         }
 
 
@@ -186,10 +203,15 @@ def commit_files(
         options = config.ingest
         for item in iter_documents(path, options.include, options.exclude, options.stream_bytes):
             run.take(item)
+    read_all = getattr(progress, "read_all", None)  # optional in Progress implementations
+    if read_all is not None:
+        read_all()
     run.flush()
     report = run.report
     if config.ingest.prune:
         run.prune(paths)
+    else:
+        report.missing = run.gone(paths)
     changed = report.added + report.updated + report.removed
     if not changed and not Index.exists(directory):
         found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
@@ -420,25 +442,30 @@ class _Run:
         report.by_mode[record.embed_mode] += 1
         report.tokens += item.plan.n_tokens
         report.tokens_embedded += item.plan.n_embedded
+        report.count_cut(doc.doc_id, item.plan.n_tokens, item.plan.n_embedded)
         report.vectors += len(item.vectors)
 
     def prune(self, paths: Sequence[str | Path]) -> None:
-        """Remove documents from under ``paths`` that this ingest did not see (their file or
-        JSONL record is gone). Documents of a file that was skipped this time are kept."""
+        """Remove the documents of :meth:`gone`."""
+        gone = self.gone(paths)
+        self.index.remove(gone)
+        self.report.removed += len(gone)
+
+    def gone(self, paths: Sequence[str | Path]) -> list[str]:
+        """Documents from under ``paths`` that this ingest did not see (their file or JSONL record
+        is gone), in index order. Documents of a file that was skipped this time are not gone."""
         roots = [os.path.abspath(p) for p in paths]
 
         def under(source: str) -> bool:
             return any(source == root or source.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
-        gone = {
+        return [
             row["doc_id"]
             for row in self.index.store.summaries()
             if row["doc_id"] not in self.seen
             and under(row["source"])
             and row["source"] not in self.skipped_sources
-        }
-        self.index.remove(gone)
-        self.report.removed += len(gone)
+        ]
 
 
 def _has_lexical_file(index: Index) -> bool:

@@ -297,3 +297,138 @@ def test_bad_long_doc_settings_are_one_line_and_exit_2(
     if "error:" in result.output:
         assert len([line for line in result.output.splitlines() if line.strip()]) == 1
     assert not (tmp_path / "ix").exists()
+
+
+# ------------------------------------------------------------------------ no silent cuts, missing files
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("warning:")]
+
+
+def test_an_ingest_that_cuts_documents_says_so_in_one_line(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    (docs / "c.md").write_text(long_text(400, seed=3))
+    base = ["ingest", str(docs), "-m", str(tiny_model)]
+    truncated = runner.invoke(app, [*base, "-i", str(tmp_path / "truncate"), "--long-doc", "truncate"])
+    assert truncated.exit_code == 0, truncated.output
+    (line,) = _warnings(truncated.stderr)
+    tokens = {d["doc_id"]: d for d in Index.open(tmp_path / "truncate").summaries()}["c.md"]
+    assert "2 documents embedded in part, not whole" in line
+    assert f"largest cut: c.md, {tokens['n_embedded']:,} of {tokens['n_tokens']:,} tokens embedded" in line
+    assert "--long-doc truncate embeds the first window only" in line and "--long-doc chunk" in line
+
+    extend = ["--long-doc", "extend", "--method", "pi", "--target-length", "128"]
+    extended = runner.invoke(app, [*base, "-i", str(tmp_path / "extend"), *extend])
+    assert extended.exit_code == 0, extended.output
+    (line,) = _warnings(extended.stderr)
+    assert "extend:pi reads one pass of at most 128 tokens (target_length)" in line
+    assert "--target-length 32768" in line and "ingest into a new index" in line
+
+    whole = runner.invoke(app, [*base, "-i", str(tmp_path / "chunk"), "--json"])
+    assert whole.exit_code == 0 and _warnings(whole.stderr) == []  # chunking cuts nothing
+    assert json.loads(whole.stdout)["cut"] == 0
+
+
+@pytest.mark.parametrize(
+    ("long_doc", "expected"),
+    [
+        ({"policy": "chunk", "max_tokens": 100}, "max_tokens = 100 cuts documents to their first 100 tokens"),
+        ({"policy": "pcw", "max_tokens": 100}, "without --max-tokens (or with a larger one)"),
+        (
+            {"policy": "extend", "extension": {"method": "ntk", "target_length": 32768}},
+            "extend:ntk reads one pass of at most 32,768 tokens (target_length), the longest ragidx supports",
+        ),
+        (
+            {"policy": "extend", "max_tokens": 1000, "extension": {"method": "pi", "target_length": 4096}},
+            "max_tokens = 1,000 cuts documents",
+        ),
+    ],
+)
+def test_the_cut_warning_names_the_setting_that_avoids_it(long_doc: dict, expected: str) -> None:
+    from ragidx.cli.ingest import cut_warning
+    from ragidx.embed.config import LongDocConfig
+    from ragidx.ingestion.pipeline import IngestReport
+
+    report = IngestReport(index="ix")
+    for doc_id, tokens, embedded in (("a", 500, 100), ("big", 90_000, 32_766), ("b", 50, 50)):
+        report.count_cut(doc_id, tokens, embedded)
+    line = cut_warning(report, LongDocConfig.model_validate(long_doc))
+    assert line.startswith("2 documents embedded in part, not whole (largest cut: big, 32,766 of 90,000")
+    assert expected in line
+
+
+def test_reingest_without_prune_names_documents_whose_file_is_gone(tmp_path: Path, tiny_model: Path) -> None:
+    docs = _docs(tmp_path / "docs")
+    for i in range(4):
+        (docs / f"extra-{i}.txt").write_text(f"Extra document number {i}.")
+    base = ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model)]
+    assert runner.invoke(app, base).exit_code == 0
+    (docs / "a.txt").unlink()
+    kept = runner.invoke(app, base)
+    assert kept.exit_code == 0, kept.output
+    assert "0 removed" in kept.stdout
+    (line,) = _warnings(kept.stderr)
+    assert f"1 indexed document under {docs} no longer has its file (or JSONL record) (a.txt)" in line
+    assert "ingest with --prune to remove it" in line
+    for i in range(4):
+        (docs / f"extra-{i}.txt").unlink()
+    several = runner.invoke(app, [*base, "--json"])
+    assert json.loads(several.stdout)["missing"] == ["a.txt", *(f"extra-{i}.txt" for i in range(4))]
+    (line,) = _warnings(several.stderr)
+    assert "5 indexed documents under" in line and "(a.txt, extra-0.txt, extra-1.txt, …)" in line
+    assert "to remove them" in line
+    pruned = runner.invoke(app, [*base, "--prune"])
+    assert pruned.exit_code == 0 and "5 removed" in pruned.stdout and _warnings(pruned.stderr) == []
+
+
+def test_the_read_bar_is_full_once_every_document_is_read(tmp_path: Path, tiny_model: Path) -> None:
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress as RichBar
+
+    from ragidx.cli.ingest import _Progress
+    from ragidx.ingestion.pipeline import ingest
+    from tests.conftest import tiny_config
+
+    bar = RichBar(console=Console(file=io.StringIO()))
+    progress = _Progress(bar)
+    ingest(_docs(tmp_path / "docs"), tmp_path / "ix", tiny_config(tiny_model), progress=progress)
+    read, embedded = bar.tasks
+    assert (read.total, read.completed, read.finished) == (2, 2, True)  # not 2/?
+    assert embedded.finished
+
+
+def test_the_summary_counts_workers_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    from ragidx.cli.ingest import _summary
+    from ragidx.ingestion.pipeline import IngestReport
+
+    for workers, words in ((1, "ray engine, 1 worker)"), (3, "ray engine, 3 workers)")):
+        _summary(IngestReport(index="ix", engine="ray", workers=workers))
+        assert words in capsys.readouterr().out
+
+
+def test_quiet_ray_keeps_ray_info_logging_off_the_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+    import os
+
+    pytest.importorskip("ray.data")
+    from ragidx.cli.ingest import quiet_ray
+
+    monkeypatch.delenv("RAY_LOGGER_LEVEL", raising=False)
+    monkeypatch.delenv("RAY_DATA_DISABLE_PROGRESS_BARS", raising=False)
+    quiet_ray()
+    assert os.environ["RAY_LOGGER_LEVEL"] == "warning" and os.environ["RAY_DATA_DISABLE_PROGRESS_BARS"] == "1"
+    console = [
+        h
+        for h in logging.getLogger("ray.data").handlers
+        if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
+    assert console and all(h.level == logging.WARNING for h in console)
+
+    def shown(level: int, message: str) -> bool:
+        record = logging.LogRecord("ray.data", level, __file__, 1, message, None, None)
+        return all(h.level <= level and h.filter(record) for h in console)
+
+    assert not shown(logging.INFO, "Starting execution of Dataset dataset_1")
+    assert not shown(logging.WARNING, "Progress bars disabled. To enable, set …")  # ragidx draws its own
+    assert shown(logging.WARNING, "Cluster resources are not enough to run any task")
