@@ -97,6 +97,13 @@ class SearchRequest(Strict):
     best_chunks: int | None = Field(
         None, ge=1, le=64, description="chunked documents score as the mean of their N best chunks"
     )
+    sentences: Literal["lexical", "dense"] = Field(
+        "lexical",
+        description="how each result's matched sentence (its snippet's start) is chosen: lexical, by the "
+        "query's words (no model; the server's default, for speed); dense, by embedding the hit's "
+        "sentences with the index's model (what ragidx query does for its first 10 results; costs "
+        "one model pass over up to 48 sentences per result, see benchmarks/README.md)",
+    )
     with_text: bool = Field(False, description="include each document's full text")
     with_passage: bool = Field(False, description="include the text of the passage that matched")
 
@@ -108,6 +115,7 @@ class SearchRequest(Strict):
             "mode": self.mode,
             "lexical_weight": self.lexical_weight,
             "best_chunks": self.best_chunks,
+            "sentences": self.sentences,
         }
 
 
@@ -126,6 +134,10 @@ class Hit(BaseModel):
     n_tokens: int
     chunk: dict[str, int] | None = Field(None, description="the span that matched, when chunked")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    match: dict[str, Any] | None = Field(
+        None, description="the sentence that matched (text, char_start, char_end, by, score, terms, marks)"
+    )
+    passage_span: dict[str, int] | None = Field(None, description="where the passage is in the text")
     document_score: float | None = None
     chunk_score: float | None = None
     dense_score: float | None = None

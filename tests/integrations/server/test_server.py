@@ -121,6 +121,15 @@ def test_passages_and_full_text(served: Running, index_dir: Path) -> None:
     assert whole["doc_id"] == "a.txt" and whole["text"] == "alpha river stone"
 
 
+def test_matched_sentences_by_words_unless_asked_for_dense(served: Running) -> None:
+    default = served.search(text="gamma winter harbor", k=2).json()["results"]
+    assert [hit["match"]["by"] for hit in default] == ["lexical", "lexical"]
+    assert default[0]["match"]["text"] == "gamma winter harbor" and default[0]["snippet"]
+    dense = served.search(text="gamma winter harbor", k=2, sentences="dense").json()["results"]
+    assert [hit["match"]["by"] for hit in dense] == ["dense", "dense"]
+    assert [hit["doc_id"] for hit in dense] == [hit["doc_id"] for hit in default]  # ranking unchanged
+
+
 def _ids(served: Running, **where: Any) -> list[str]:
     response = served.search(text="alpha beta gamma", k=4, mode="dense", where=where)
     assert response.status_code == 200, response.text
@@ -160,6 +169,7 @@ def test_a_search_the_index_cannot_run_is_a_400(served: Running) -> None:
         ({"text": "x", "where": {"doc_ids": "a.txt"}}, "where.doc_ids: Input should be a valid list"),
         ({"text": "x", "mode": "fuzzy"}, "mode: Input should be 'dense', 'lexical' or 'hybrid'"),
         ({"text": "x", "per": "page"}, "per: Input should be 'document' or 'chunk'"),
+        ({"text": "x", "sentences": "best"}, "sentences: Input should be 'lexical' or 'dense'"),
         (
             {"text": "x", "lexical_weight": 1.5},
             "lexical_weight: Value error, give a number in [0, 1] or 'rrf'",
