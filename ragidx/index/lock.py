@@ -86,11 +86,18 @@ class WriterLock:
         stale file; False when the lock changed meanwhile (gone, or another writer took it over:
         the caller looks again)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = _open_for_flock(self.path)
         except FileNotFoundError:
             return False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # racing takers of this file: one at a time
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # racing takers of this file: one at a time
+            except OSError as exc:  # e.g. ENOLCK: a network filesystem without locking
+                raise IndexLockedError(
+                    f"{self.path}: the lock of a process that is gone ({stale.get('pid')}) cannot be "
+                    f"taken over safely here (flock: {exc.strerror}); if no ragidx ingest or delete is "
+                    f"running on this index, remove {self.path} and retry"
+                ) from exc
             try:
                 same_file = os.path.samestat(os.fstat(fd), os.stat(self.path))
             except FileNotFoundError:
@@ -120,6 +127,15 @@ class WriterLock:
         if self._created_dir:
             with contextlib.suppress(OSError):
                 self.directory.rmdir()  # only when empty: nothing was kept
+
+
+def _open_for_flock(path: Path) -> int:
+    """A descriptor to ``flock`` ``path`` with: read-write where allowed (NFS needs it for an
+    exclusive lock), else read-only (another user's lock file, on a local filesystem)."""
+    try:
+        return os.open(path, os.O_RDWR)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
 
 
 def read_holder(path: Path) -> dict[str, object] | None:

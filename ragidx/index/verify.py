@@ -304,7 +304,8 @@ def _salvage_vectors(
     if manifest.long_doc.hybrid is None:
         return vectors, None
     upper = document_faiss(config)
-    return vectors, level(DOCUMENT_KEY, upper) or FaissIndex.create(dim, upper)
+    document_vectors = level(DOCUMENT_KEY, upper)
+    return vectors, FaissIndex.create(dim, upper) if document_vectors is None else document_vectors
 
 
 def _emptied(shard: FaissIndex) -> FaissIndex:

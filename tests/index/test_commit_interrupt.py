@@ -10,6 +10,7 @@ writers: an ingest into an index, an ingest creating one, and a delete.
 
 from __future__ import annotations
 
+import errno
 import functools
 import shutil
 from collections import Counter
@@ -22,6 +23,7 @@ from typer.testing import CliRunner
 
 from ragidx import faults
 from ragidx.cli import app
+from ragidx.errors import RagidxError
 from ragidx.index import manifest as manifest_module
 from ragidx.index.delete import delete
 from ragidx.index.directory import Index, InterruptedAfterCommit
@@ -184,12 +186,10 @@ def test_ctrl_c_just_after_the_manifest_switch_says_the_ingest_was_committed(
     """The reproduction in the issue: ``_fsync_dir`` raises KeyboardInterrupt on the call that
     follows the manifest's rename; the CLI must not say "nothing was committed"."""
     root = _setup("ingest", base, tmp_path)
-    calls: list[Path] = []
     fsync_dir = manifest_module._fsync_dir
 
     def interrupted(directory: Path) -> None:
-        calls.append(directory)
-        if (directory / MANIFEST_NAME).exists() and Manifest.read(directory).generation == 2:
+        if _switched(directory):
             raise KeyboardInterrupt
         fsync_dir(directory)
 
@@ -204,3 +204,35 @@ def test_ctrl_c_just_after_the_manifest_switch_says_the_ingest_was_committed(
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
     assert verify(root / "ix").ok
+
+
+@pytest.mark.parametrize("failing", ["fsync", "cleanup"])
+def test_a_failure_after_the_switch_says_the_commit_stands(
+    base: Path, tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """An OSError after the manifest switch (its directory fsync, removing the old files) is not
+    "nothing was committed": the new generation is kept and the error says it was committed."""
+    root = _setup("ingest", base, tmp_path)
+    fsync_dir, remove = manifest_module._fsync_dir, Index._remove_stale_files
+
+    def broken_fsync(directory: Path) -> None:
+        if failing == "fsync" and _switched(directory):
+            raise OSError(errno.EIO, "injected: I/O error")
+        fsync_dir(directory)
+
+    def broken_remove(index: Index, keep: set[str]) -> None:
+        if failing == "cleanup" and _switched(root / "ix"):
+            raise OSError(errno.EACCES, "injected: permission denied")
+        remove(index, keep)
+
+    monkeypatch.setattr(manifest_module, "_fsync_dir", broken_fsync)
+    monkeypatch.setattr(Index, "_remove_stale_files", broken_remove)
+    landed = r"generation 2 was committed, but finishing it failed \(.*injected"
+    with pytest.raises(RagidxError, match=landed):
+        _run("ingest", root, tiny_model)
+    assert _state(root / "ix") == _expected("ingest", committed=True)
+
+
+def _switched(directory: Path) -> bool:
+    """Whether the ingest's commit has switched the manifest to generation 2."""
+    return (directory / MANIFEST_NAME).exists() and Manifest.read(directory).generation == 2

@@ -8,8 +8,10 @@ staleness check sleeps up to 5 ms in the workers, so the race shows on few cores
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
+import os
 import random
 import socket
 import subprocess
@@ -106,3 +108,20 @@ def test_an_unreadable_lock_file_is_refused_with_what_to_do(tmp_path: Path) -> N
         assert "unreadable" in message and "no ragidx ingest or delete is running" in message
         assert f"remove {tmp_path / 'ix' / LOCK_NAME}" in message
         assert (tmp_path / "ix" / LOCK_NAME).read_text() == content  # never removed by a guess
+
+
+def test_a_filesystem_without_flock_refuses_the_takeover_instead_of_guessing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "ix").mkdir()
+    stale = {"pid": _dead_pid(), "host": socket.gethostname(), "started": "2020-01-01T00:00:00+00:00"}
+    (tmp_path / "ix" / LOCK_NAME).write_text(json.dumps(stale))
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(lock_module.fcntl, "flock", no_locks)
+    with pytest.raises(IndexLockedError, match=r"cannot be taken over safely here \(flock: No locks"):
+        WriterLock(tmp_path / "ix").acquire()
+    assert json.loads((tmp_path / "ix" / LOCK_NAME).read_text()) == stale
+    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == [LOCK_NAME]
