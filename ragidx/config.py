@@ -171,8 +171,11 @@ def _problem(error: ErrorDetails, root: type[BaseModel]) -> str:
         section = _section(root, loc[:-1])
         if section is not None:
             keys = list(section.model_fields)
-            what = f"valid keys in [{'.'.join(loc[:-1])}]" if loc[:-1] else "valid sections"
-            line = f"{path}: unknown {'key' if loc[:-1] else 'section'}; {what}: {', '.join(keys)}"
+            fields = section.model_fields.values()
+            sections = not loc[:-1] and all(_model_in(f.annotation) for f in fields)  # a file's [sections]
+            kind = "section" if sections else "key"
+            what = f"valid keys in [{'.'.join(loc[:-1])}]" if loc[:-1] else f"valid {kind}s"
+            line = f"{path}: unknown {kind}; {what}: {', '.join(keys)}"
             guess = _ALIASES.get((loc[0], loc[-1])) if len(loc) == 2 else None
             return line + _did_you_mean(loc[-1], keys, guess)
     message = error["msg"]

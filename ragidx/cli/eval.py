@@ -17,7 +17,8 @@ from rich.table import Table
 
 from ragidx.cli.console import err, handle_errors, out, plain
 from ragidx.cli.options import Device, DType, Json
-from ragidx.errors import ConfigError, describe_validation
+from ragidx.config import describe_problems
+from ragidx.errors import ConfigError
 from ragidx.evaluate.grid import EvalGrid
 from ragidx.evaluate.report import EvalResults, compare_rows, table_rows, task_title
 from ragidx.evaluate.tasks import DATA_ENV
@@ -230,7 +231,7 @@ def _grid(settings: dict[str, object], where: str) -> EvalGrid:
     try:
         return EvalGrid.model_validate(settings)
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {describe_validation(exc)}") from exc
+        raise ConfigError("\n".join(f"{where}: {line}" for line in describe_problems(exc, EvalGrid))) from exc
     except ConfigError as exc:  # a strategy spec the validator parsed and refused
         raise ConfigError(f"{where}: {exc}") from exc
 

@@ -118,6 +118,19 @@ def test_bad_grid_file_names_the_file(line: str, message: str, tmp_path: Path) -
     assert len(result.output.strip().splitlines()) == 1, result.output
 
 
+def test_a_grid_file_with_several_mistakes_names_each_with_the_valid_keys(tmp_path: Path) -> None:
+    grid = tmp_path / "grid.toml"
+    grid.write_text('tasks = ["passkey"]\nout = "x"\nmodel = ["m"]\nstrategy = ["chunk"]\ndtype = "f32"\n')
+    result = runner.invoke(app, ["eval", "grid", str(grid)])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"error: {grid}: ") for line in lines), lines
+    assert any("model: unknown key; valid keys: models, strategies," in line for line in lines)
+    assert any(line.endswith("(did you mean 'models'?)") for line in lines)
+    assert any(line.endswith("(did you mean 'strategies'?)") for line in lines)
+    assert any("dtype: Input should be 'auto', 'float32'" in line for line in lines)
+
+
 @pytest.mark.slow
 def test_select_through_the_cli_and_a_grid_file(tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "sel"
