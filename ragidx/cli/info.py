@@ -134,9 +134,11 @@ def _lexical(manifest: Manifest, index: Path) -> str:
         return f"none (dense only); add BM25 with: ragidx ingest PATHS --index {index} --lexical"
     fusion = "rrf" if lexical.fusion == "rrf" else f"weighted, BM25 weight {lexical.weight}"
     tuned = f" (tuned on {lexical.tuned_on})" if lexical.tuned_on else ""
+    size = lexical.passage_terms
+    scored = f"whole document + best passage of {size} terms" if size else "whole documents"
     return (
-        f"BM25 k1 {lexical.k1}, b {lexical.b}; stemmer {lexical.stemmer}, stop words {lexical.stopwords}; "
-        f"hybrid search: {fusion}{tuned}"
+        f"BM25 k1 {lexical.k1}, b {lexical.b} ({scored}); stemmer {lexical.stemmer}, "
+        f"stop words {lexical.stopwords}; hybrid search: {fusion}{tuned}"
     )
 
 

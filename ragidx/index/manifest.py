@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from ragidx import faults
 from ragidx.embed.config import LongDocConfig, PoolingConfig
@@ -157,6 +157,14 @@ class Manifest(BaseModel):
     metric: Literal["inner_product"] = "inner_product"
     counts: Counts = Field(default_factory=Counts)
     files: dict[str, FileEntry] = Field(default_factory=dict)
+
+    @field_validator("lexical", mode="before")
+    @classmethod
+    def _whole_documents_before_passages(cls, value: Any) -> Any:
+        """A lexical section written before passages existed scored whole documents only."""
+        if isinstance(value, dict) and "passage_terms" not in value:
+            return {**value, "passage_terms": 0}
+        return value
 
     @classmethod
     def read(cls, directory: Path) -> Manifest:

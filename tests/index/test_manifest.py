@@ -12,7 +12,7 @@ import pytest
 
 from ragidx.embed.config import LongDocConfig, PoolingConfig
 from ragidx.errors import IndexFormatError
-from ragidx.index.config import FaissConfig
+from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,
@@ -204,3 +204,17 @@ def test_an_external_encoder_round_trips_and_old_manifests_read_as_ragidx(tmp_pa
     expected = rf"^{re.escape(str(path))}: invalid manifest \(encoder.dim: Field required\)"
     with pytest.raises(IndexFormatError, match=expected):
         Manifest.read(tmp_path)
+
+
+def test_a_lexical_section_from_before_passages_reads_as_whole_documents(tmp_path: Path) -> None:
+    """Manifests written before ``passage_terms`` existed scored whole documents: they read as 0,
+    whatever today's default; a section that records it keeps it."""
+    manifest = _manifest()
+    manifest.lexical = LexicalConfig()
+    assert manifest.lexical.passage_terms == 256  # today's default for a new index
+    raw = json.loads(manifest.model_dump_json())
+    assert Manifest.model_validate(raw).lexical == LexicalConfig()
+    del raw["lexical"]["passage_terms"]
+    old = Manifest.model_validate(raw)
+    assert old.lexical is not None and old.lexical.passage_terms == 0
+    assert old.lexical.model_copy(update={"passage_terms": 256}) == LexicalConfig()
