@@ -10,19 +10,19 @@ and a repeated id (the first is kept), is a :class:`~ragidx.read.document.Skippe
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ragidx.read.document import EMPTY_REASON, Document, Skipped, control_character
 
 __all__ = ["parse_jsonl"]
 
 
-def parse_jsonl(text: str, source: str) -> Iterator[Document | Skipped]:
-    """The documents of a JSONL file's decoded ``text``, and a :class:`Skipped` per bad line (one
-    for the whole file when it holds no record), in line order."""
+def parse_jsonl(lines: Iterable[str], source: str) -> Iterator[Document | Skipped]:
+    """The documents of a JSONL file's decoded ``lines`` (read one at a time), and a
+    :class:`Skipped` per bad line (one for the whole file when it holds no record), in line order."""
     first_line: dict[str, int] = {}
     any_record = False
-    for lineno, line in enumerate(text.split("\n"), start=1):
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         any_record = True

@@ -9,7 +9,8 @@ reason instead of raising.
 
 Hostile input is bounded: text files larger than ``stream_bytes`` are not read into memory but
 *streamed* (the :class:`Document` holds the first characters; :meth:`Document.pieces` yields the
-whole text block by block); symbolic-link loops are named as such; file names that are not valid
+whole text block by block), and JSONL files larger than it are read line by line; FIFOs, sockets
+and devices are never opened; symbolic-link loops are named as such; file names that are not valid
 UTF-8 are kept readable (undecodable bytes as ``\\xNN``). The old ``ragidx.documents`` path names
 this module, so it also offers the names that module exported.
 """
@@ -222,6 +223,9 @@ def _iter_file(path: Path, doc_id: str, stream_bytes: int) -> Iterator[Document 
         if suffix in _TEXT_FORMATS and size > stream_bytes:
             yield _streamed_text(path, doc_id, source, _TEXT_FORMATS[suffix], size)
             return
+        if suffix == ".jsonl" and size > stream_bytes:
+            yield from _streamed_jsonl(path, source)
+            return
         data = path.read_bytes()
     except OSError as exc:
         yield Skipped(source, f"cannot read file: {os_reason(exc)}")
@@ -234,7 +238,7 @@ def _iter_file(path: Path, doc_id: str, stream_bytes: int) -> Iterator[Document 
         return
     del data
     if suffix == ".jsonl":
-        yield from parse_jsonl(text, source)
+        yield from parse_jsonl(text.split("\n"), source)
         return
     if suffix in _HTML_SUFFIXES:
         item = html_document(text, doc_id, source, encoding, large=size > stream_bytes)
@@ -251,23 +255,13 @@ def _iter_file(path: Path, doc_id: str, stream_bytes: int) -> Iterator[Document 
 def _streamed_text(path: Path, doc_id: str, source: str, kind: str, size: int) -> Document | Skipped:
     """A text file too large to hold: its encoding is settled on the first block, then it is
     decoded block by block whenever :meth:`Document.pieces` is read."""
-    with path.open("rb") as handle:
-        sample = handle.read(STREAM_BLOCK)
-    try:
-        skip, codec = stream_encoding(sample)
-    except ValueError as exc:
-        return Skipped(source, str(exc))
+    encoding = _stream_encoding(path, source)
+    if isinstance(encoding, Skipped):
+        return encoding
+    skip, codec = encoding
 
     def stream() -> Iterator[str]:
-        decoder = codecs.getincrementaldecoder(codec)(errors="replace")
-        carry = ""
-        with path.open("rb") as handle:
-            handle.seek(skip)
-            while block := handle.read(STREAM_BLOCK):
-                text = carry + decoder.decode(block)
-                text, carry = (text[:-1], "\r") if text.endswith("\r") else (text, "")
-                yield text.replace("\r\n", "\n")
-        yield carry + decoder.decode(b"", final=True)
+        return _decoded_blocks(path, skip, codec)
 
     head: list[str] = []
     kept = 0
@@ -283,6 +277,51 @@ def _streamed_text(path: Path, doc_id: str, source: str, kind: str, size: int) -
         return Skipped(source, EMPTY_REASON)
     meta = {"format": kind, "encoding": codec, "streamed": True, "bytes": size}
     return Document(doc_id=doc_id, text="".join(head), source=source, metadata=meta, stream=stream)
+
+
+def _streamed_jsonl(path: Path, source: str) -> Iterator[Document | Skipped]:
+    """A JSONL file too large to hold, read line by line (memory: its longest line)."""
+    encoding = _stream_encoding(path, source)
+    if isinstance(encoding, Skipped):
+        yield encoding
+        return
+    yield from parse_jsonl(_lines(_decoded_blocks(path, *encoding)), source)
+
+
+def _stream_encoding(path: Path, source: str) -> tuple[int, str] | Skipped:
+    """``(bytes to skip, codec)`` of a file too large to hold, settled on its first block."""
+    with path.open("rb") as handle:
+        sample = handle.read(STREAM_BLOCK)
+    try:
+        return stream_encoding(sample)
+    except ValueError as exc:
+        return Skipped(source, str(exc))
+
+
+def _decoded_blocks(path: Path, skip: int, codec: str) -> Iterator[str]:
+    """The file's text block by block (invalid bytes replaced, ``\\r\\n`` as ``\\n``)."""
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    carry = ""
+    with path.open("rb") as handle:
+        handle.seek(skip)
+        while block := handle.read(STREAM_BLOCK):
+            text = carry + decoder.decode(block)
+            text, carry = (text[:-1], "\r") if text.endswith("\r") else (text, "")
+            yield text.replace("\r\n", "\n")
+    yield carry + decoder.decode(b"", final=True)
+
+
+def _lines(blocks: Iterator[str]) -> Iterator[str]:
+    """Text given in blocks, line by line (without the newline)."""
+    parts: list[str] = []
+    for block in blocks:
+        *done, rest = block.split("\n")
+        if done:
+            yield "".join([*parts, done[0]])
+            yield from done[1:]
+            parts = []
+        parts.append(rest)
+    yield "".join(parts)
 
 
 # --------------------------------------------------------------------------------------------

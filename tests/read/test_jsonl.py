@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ragidx.read.document import Document
 from ragidx.read.walk import iter_documents, read_file
 from tests.read.files import documents_of, skips_of, touch
@@ -74,3 +76,21 @@ def test_jsonl_ids_with_control_characters_are_refused(tmp_path: Path) -> None:
     assert [line for line, _ in reasons] == ["2", "3"]
     assert reasons[0][1].startswith('"_id" has a control character (\'\\n\')')
     assert reasons[1][1].startswith('"_id" has a control character (\'\\t\')')
+
+
+def test_a_jsonl_file_above_the_streaming_size_is_read_line_by_line_to_the_same_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragidx.read import walk
+
+    lines = [json.dumps({"_id": f"d{i}", "text": f"body {i} " * (i * 7)}) for i in range(1, 40)]
+    lines[5], lines[9] = "not json", json.dumps({"_id": "d1", "text": "again"})
+    path = touch(tmp_path, "c.jsonl", "\r\n".join(lines) + "\r\n\r\n")
+    whole = list(iter_documents(path))
+    monkeypatch.setattr(walk, "STREAM_BLOCK", 100)  # blocks end mid-line and between \r and \n
+    streamed = list(iter_documents(path, stream_bytes=1000))
+    assert streamed == whole and len(documents_of(whole)) == 37 and len(skips_of(whole)) == 2
+    path.write_bytes(b"\x00\x01" * 1000)
+    assert [s.reason for s in skips_of(list(iter_documents(path, stream_bytes=1000)))] == [
+        "binary file (NUL bytes): not text"
+    ]
