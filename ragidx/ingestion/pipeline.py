@@ -5,11 +5,15 @@ the index (or creates it with the configured encoder, long-document policy and F
 removes a crashed writer's leftovers, reads documents, skips those whose content is unchanged since
 the last ingest (sha256; the embedding settings are fixed per index), replaces changed ones, plans
 each document by the long-document policy, and embeds windows from many documents together in
-batches of ``[ingest] batch_tokens`` (sorted by length across documents). Each finished batch is
-checkpointed (``ragidx.ingestion.checkpoints``), so a killed ingest resumes without embedding it again. With
-``prune``, documents whose source disappeared are removed. Everything is committed once at the
-end: until then the index on disk is untouched. Every document records how it was embedded; files
-that cannot be read are skipped and reported.
+batches of ``[ingest] batch_tokens`` (sorted by length across documents). A document larger than a
+batch, a long text and a streamed file are embedded on their own, as a stream
+(``ragidx.ingestion.streaming``: tokenized piece by piece, in bounded memory), batch by batch. Each
+finished batch is checkpointed (``ragidx.ingestion.checkpoints``; inside one document too), so a
+killed ingest resumes without embedding it again; a damaged checkpoint is dropped with a warning.
+A streamed file whose text changed between its hash and its embedding is skipped (the index keeps
+what it had). With ``prune``, documents whose source disappeared are removed. Everything is
+committed once at the end: until then the index on disk is untouched. Every document records how it
+was embedded; files that cannot be read are skipped and reported.
 
 :func:`add_documents` is the embedding half on its own, for documents that come from memory (the
 LangChain vector store) rather than from files; :func:`add_embedded` adds documents whose vectors
@@ -23,6 +27,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,13 +41,27 @@ from ragidx.embed.encoder import Encoder, Tokens
 from ragidx.embed.plan import EmbedPlan
 from ragidx.embed.pooling import l2_normalize
 from ragidx.errors import ConfigError, InputError
-from ragidx.index.directory import Index
+from ragidx.index.directory import STAGING_NAME, Index
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import now
 from ragidx.index.store import DocumentRecord, VectorRecord
 from ragidx.ingestion.checkpoints import DAMAGED_REASON, Checkpoints
-from ragidx.ingestion.streaming import StreamedEmbedding, content_sha256, embed_streamed, whitespace_pieces
+from ragidx.ingestion.streaming import (
+    PIECE_CHARS,
+    Spool,
+    StreamedEmbedding,
+    content_sha256,
+    embed_streamed,
+    streamable,
+    streams,
+    whitespace_pieces,
+)
 from ragidx.read.walk import Document, Skipped, iter_documents
+
+CHANGED_REASON = (
+    "changed while it was being ingested (its text differs from when it was first read): not "
+    "stored this time (the index keeps what it had); ingest it again once it is no longer written"
+)
 
 
 class Progress(Protocol):
@@ -334,7 +353,7 @@ class _Run:
         warning = item.metadata.get("warning")
         if warning:
             self.warn(Skipped(item.source, str(warning)))
-        if item.stream is not None:
+        if streams(item, self.encoder, self.long_doc):
             self.take_streamed(item, digest, previous is not None)
             return
         tokens = self.encoder.tokenize(item.text, "document")
@@ -342,9 +361,13 @@ class _Run:
             self.skip(Skipped(item.source, "no tokens after tokenization (nothing to embed)"))
             return
         doc_plan = plan_tokens(self.encoder, tokens, self.long_doc)
-        vectors = self.checkpointed.pop(digest, None)
+        vectors = self.checkpointed.get(digest)
         if vectors is not None and len(vectors) != len(doc_plan.rows):
             vectors = None
+        if vectors is None and self._checkpointed_inside(doc_plan):
+            self.take_streamed(item, digest, previous is not None)
+            return
+        self.checkpointed.pop(digest, None)
         self.pending.append(_Planned(item, digest, tokens, doc_plan, previous is not None, vectors))
         self.progress.planned(item, doc_plan.n_embedded)
         if vectors is not None:
@@ -354,36 +377,86 @@ class _Run:
         if self.planned_tokens >= self.batch_tokens:
             self.flush()
 
+    def _checkpointed_inside(self, doc_plan: EmbedPlan) -> bool:
+        """Whether a document is larger than a batch and embedded batch by batch, each one
+        checkpointed (``chunk`` and ``pcw`` windows, when streaming gives the same vectors)."""
+        return (
+            doc_plan.n_embedded > self.batch_tokens
+            and self.long_doc.policy in ("chunk", "pcw")
+            and streamable(self.encoder, self.long_doc)
+        )
+
     def take_streamed(self, item: Document, digest: str, replaces: bool) -> None:
-        """Embed a streamed document on its own (bounded memory, see ``ragidx.ingestion.streaming``)."""
+        """Embed a large document on its own, batch by batch, each batch checkpointed (bounded
+        memory, see ``ragidx.ingestion.streaming``); a file whose content changed since ``digest``
+        was taken is skipped (the index keeps what it had)."""
         self.flush()  # keep documents in reading order (vector ids as in any other run)
         vectors = self.checkpointed.pop(digest, None)
-        try:
-            done = self._stream(item, embed=vectors is None)
-            if vectors is not None and len(vectors) != len(done.rows):  # a checkpoint of other spans
-                vectors, done = None, self._stream(item, embed=True)
-        except ValueError as exc:
-            self.skip(Skipped(item.source, str(exc).removeprefix(f"{item.source}: ")))
-            return
-        if vectors is None:
-            vectors = done.vectors
-            if vectors is None:  # embed=True above: the stream always returns its vectors
-                raise RuntimeError(f"{item.source}: the streamed embedding returned no vectors")
-            if self.checkpoints:
-                self.checkpoints.save({digest: vectors})
-            faults.point("after-batch")
-        else:
-            self.report.resumed += digest not in self.fresh
-        self.report.embed_seconds += done.seconds
-        self.report.window_tokens += done.window_tokens
-        self.progress.planned(item, done.plan.n_embedded)
-        rows = [VectorRecord(-1, item.doc_id, i, *row) for i, row in enumerate(done.rows)]
-        self.add(_Planned(item, digest, None, done.plan, replaces, vectors, rows))
+        spool = Spool(self.staging) if item.stream is not None and self.index.lexical is not None else None
+        with spool or nullcontext():
+            try:
+                done, resumed = self._stream(item, digest, vectors is None, spool)
+                if vectors is not None and len(vectors) != len(done.rows):  # a checkpoint of other spans
+                    if spool is not None:
+                        spool.reset()
+                    vectors, (done, resumed) = None, self._stream(item, digest, True, spool)
+            except ValueError as exc:
+                self.skip(Skipped(item.source, str(exc).removeprefix(f"{item.source}: ")))
+                return
+            if done.sha256 != digest:
+                if self.checkpoints:
+                    self.checkpoints.drop_parts(digest)
+                self.skip(Skipped(item.source, CHANGED_REASON))
+                return
+            if vectors is None:
+                vectors = done.vectors
+                if vectors is None:  # embed=True above: the stream always returns its vectors
+                    raise RuntimeError(f"{item.source}: the streamed embedding returned no vectors")
+                if self.checkpoints:
+                    self.checkpoints.save({digest: vectors})
+                    self.checkpoints.drop_parts(digest)
+                faults.point("after-batch")
+                self.report.resumed += resumed
+            else:
+                self.report.resumed += digest not in self.fresh
+            self.report.embed_seconds += done.seconds
+            self.report.window_tokens += done.window_tokens
+            self.progress.planned(item, done.plan.n_embedded)
+            rows = [VectorRecord(-1, item.doc_id, i, *row) for i, row in enumerate(done.rows)]
+            planned = _Planned(item, digest, None, done.plan, replaces, vectors, rows)
+            self.add(planned, text=None if spool is None else spool.pieces())
 
-    def _stream(self, item: Document, embed: bool) -> StreamedEmbedding:
-        return embed_streamed(
-            item, self.encoder, self.long_doc, self.batch_tokens, embed=embed, on_batch=self.progress.embedded
+    def _stream(
+        self, item: Document, digest: str, embed: bool, spool: Spool | None
+    ) -> tuple[StreamedEmbedding, bool]:
+        """Stream ``item`` (embedding it unless ``embed`` is false), resuming from and saving its
+        checkpointed parts; also whether parts were resumed."""
+        checkpoints = self.checkpoints
+        parts = checkpoints.part(digest) if checkpoints and embed else None
+        self.warn_damaged()
+
+        def save_part(first: int, raw: np.ndarray) -> None:
+            assert checkpoints is not None
+            checkpoints.save_part(digest, first, raw)
+            faults.point("after-batch")
+
+        done = embed_streamed(
+            item,
+            self.encoder,
+            self.long_doc,
+            self.batch_tokens,
+            embed=embed,
+            on_batch=self.progress.embedded,
+            done=parts,
+            on_part=save_part if checkpoints else None,
+            on_piece=None if spool is None else spool.write,
         )
+        return done, parts is not None and len(parts) > 0
+
+    @property
+    def staging(self) -> Path | None:
+        """Where an ingest keeps its temporary files (None: an index in memory)."""
+        return None if self.index.directory is None else self.index.directory / STAGING_NAME
 
     def warn(self, item: Skipped) -> None:
         """Report something repaired (the ingest goes on)."""
@@ -418,7 +491,9 @@ class _Run:
                 self.add(item)
         self.pending, self.planned_tokens = [], 0
 
-    def add(self, item: _Planned) -> None:
+    def add(self, item: _Planned, text: Iterable[str] | None = None) -> None:
+        """Add an embedded document to the index; ``text``: its whole text in pieces (a streamed
+        file's, for the lexical index; a long text is given in pieces here)."""
         assert item.vectors is not None
         doc, report = item.document, self.report
         record = DocumentRecord(
@@ -435,8 +510,9 @@ class _Run:
             ingested_at=now().isoformat(),
         )
         rows = item.rows or _span_records(doc.doc_id, item.plan, item.tokens)
-        whole = (text for text, _ in whitespace_pieces(doc)) if doc.metadata.get("streamed") else None
-        self.index.add(record, item.vectors, rows, text=whole)
+        if text is None and len(doc.text) > PIECE_CHARS:  # the lexical analysis holds one piece at a time
+            text = (piece for piece, _ in whitespace_pieces(doc))
+        self.index.add(record, item.vectors, rows, text=text)
         report.updated += item.replaces
         report.added += not item.replaces
         report.by_mode[record.embed_mode] += 1

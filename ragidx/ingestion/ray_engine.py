@@ -6,11 +6,11 @@ encoder per actor (a GPU per actor with ``gpus_per_worker``, CPU otherwise). Eac
 files with :func:`ragidx.read.walk.read_documents` (the reader of a local ingest), drops documents
 whose content sha256 the index already holds for that id or a checkpoint already has, tokenizes,
 plans by the index's long-document policy and embeds windows from many documents together
-(:func:`ragidx.embed.documents.embed_plans`, batches of ``[ingest] batch_tokens``; streamed files through
-:func:`ragidx.ingestion.streaming.embed_streamed`). Vectors come back as Arrow rows (content sha256, ordinal,
-vector), and the driver writes each finished batch as a Parquet shard of :mod:`ragidx.ingestion.checkpoints`,
-keyed by content sha256 under the index's embedding fingerprint: a killed job resumes from its
-finished shards.
+(:func:`ragidx.embed.documents.embed_plans`, batches of ``[ingest] batch_tokens``; streamed files and
+long texts through :func:`ragidx.ingestion.streaming.embed_streamed`). Vectors come back as Arrow
+rows (content sha256, ordinal, vector), and the driver writes each finished batch as a Parquet
+shard of :mod:`ragidx.ingestion.checkpoints`, keyed by content sha256 under the index's embedding
+fingerprint: a killed job resumes from its finished shards.
 
 The last step is the single-process commit of a local ingest
 (:func:`ragidx.ingestion.pipeline.commit_files`) under the same writer lock: it reads the documents in path
@@ -44,7 +44,7 @@ from ragidx.index.manifest import Manifest
 from ragidx.index.store import Store
 from ragidx.ingestion.checkpoints import Checkpoints
 from ragidx.ingestion.pipeline import IngestReport, Progress, check_paths, commit_files, open_for_ingest
-from ragidx.ingestion.streaming import content_sha256, embed_streamed
+from ragidx.ingestion.streaming import content_sha256, embed_streamed, streams
 from ragidx.read.walk import Document, Skipped, list_files, read_documents
 
 FILES_PER_BATCH = 16
@@ -183,7 +183,7 @@ class EncoderActor:
             digest = content_sha256(document)
             if digest in self.staged or digest in out or self.known.get(document.doc_id) == digest:
                 continue
-            if document.stream is not None:
+            if streams(document, self.encoder, self.long_doc):  # a streamed file or a long text
                 try:
                     done = embed_streamed(
                         document, self.encoder, self.long_doc, self.batch_tokens, on_batch=count

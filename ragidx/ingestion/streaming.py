@@ -1,47 +1,87 @@
-"""Embedding a streamed document (a text file too large to hold) with bounded memory.
+"""Embedding a large document (a streamed file, or a long text) in bounded memory, batch by batch.
 
-A streamed :class:`~ragidx.read.document.Document` yields its text block by block. Its content sha256
-is computed over the blocks; to embed it, each block is tokenized on its own (cut at whitespace, so
-words are not split) and the tokens go through a rolling buffer: under the ``chunk`` and ``pcw``
-policies every window that is certain to be in the document's plan (one that ends before the
-tokens read so far, once the document is known to be longer than the model window) is embedded as
-soon as its tokens are read (:func:`ragidx.embed.plan.settled_spans`: the planner's own
-windows, so the geometry lives in one place), in groups of ``batch_tokens``, and the tokens before
-the next window are dropped; PCW keeps only the running sum of its chunk vectors. ``truncate`` and
-``extend`` keep only the first window's tokens and count the rest. At the end of the stream the
-document's real plan (:func:`ragidx.embed.plan.plan` on its full token count) decides the last
-windows, so the vectors, spans and recorded mode are those of the same document read whole
-(``max_tokens`` cuts included and recorded). Memory is bounded by one block, one window group and the vectors.
-Sentence-placed landmarks (LMK) fall back to fixed placement in a streamed document. Late
-chunking, hybrid indexes and the vectors-per-doc budget need the whole document: a streamed file
-is refused under them, with a message naming the file.
+A streamed :class:`~ragidx.read.document.Document` yields its text block by block; a document held
+in memory whose text is long (:data:`LARGE_TEXT_CHARS`) goes the same way (:func:`streams`), so its
+tokens are never held whole either. Its content sha256 is computed over the blocks; to embed it,
+the text is cut at whitespace into pieces of at most :data:`PIECE_CHARS` characters
+(:func:`cut_at_whitespace`, so words are not split; a tokenizer needs about 150 bytes per
+character it is given at once), each piece is tokenized on its own, and the tokens go through a
+rolling buffer: under the ``chunk`` and ``pcw`` policies every window that is certain to be in the
+document's plan (one that ends before the tokens read so far, once the document is known to be
+longer than the model window) is embedded as soon as its tokens are read
+(:func:`ragidx.embed.plan.settled_spans`: the planner's own windows, so the geometry lives in one
+place), in groups of ``batch_tokens``, and the tokens before the next window are dropped; PCW keeps
+only the running sum of its chunk vectors. ``truncate`` and ``extend`` keep only the first window's
+tokens and count the rest. At the end of the stream the document's real plan
+(:func:`ragidx.embed.plan.plan` on its full token count) decides the last windows, so the vectors,
+spans and recorded mode are those of the same document read whole (``max_tokens`` cuts included and
+recorded). Memory is bounded by one block, one piece, one window group and the vectors.
+
+Each finished group can be checkpointed (``on_part``: the raw vectors of its windows, in window
+order), and a resumed run given those vectors (``done``) embeds only the windows after them. The
+text is hashed as it is embedded (:attr:`StreamedEmbedding.sha256`): a file changed since its
+sha256 was taken is caught. :class:`Spool` keeps a private copy of the text read, so the lexical
+index analyses exactly what was embedded.
+
+Sentence-placed landmarks (LMK) fall back to fixed placement in a streamed file (a long text held
+in memory is embedded whole under them). Late chunking, hybrid indexes and the vectors-per-doc
+budget need the whole document: a streamed file is refused under them, with a message naming the
+file, and a long text held in memory is embedded whole.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import math
 import re
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from ragidx.embed.config import LongDocConfig
 from ragidx.embed.encoder import Encoder, Tokens, Window
 from ragidx.embed.plan import EmbedPlan, chunk_geometry, combine, plan, settled_spans
-from ragidx.read.document import Document
+from ragidx.read.document import STREAM_BLOCK, Document
 
+PIECE_CHARS = 1 << 16  # characters tokenized at a time (cut at whitespace)
+LARGE_TEXT_CHARS = 1 << 18  # a text held in memory longer than this is embedded as a stream
+_HASH_CHARS = 1 << 20  # characters encoded at a time for the content sha256
 _LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
 
 
 def content_sha256(document: Document) -> str:
     """sha256 of the document's whole text (UTF-8), the same as for the text read at once."""
     digest = hashlib.sha256()
-    for piece in document.pieces():
-        digest.update(piece.encode("utf-8"))
+    for _ in _hashed(document.pieces(), digest):
+        pass
     return digest.hexdigest()
+
+
+def streams(document: Document, encoder: Encoder, long_doc: LongDocConfig) -> bool:
+    """Whether ``document`` is embedded as a stream: a streamed file, or a long text under a policy
+    that embeds it the same way streamed or whole (see the module docstring)."""
+    return document.stream is not None or (
+        len(document.text) > LARGE_TEXT_CHARS and streamable(encoder, long_doc)
+    )
+
+
+def streamable(encoder: Encoder, long_doc: LongDocConfig) -> bool:
+    """Whether a document embedded as a stream gets the vectors it would get whole under these
+    settings (late chunking, hybrid, the vectors-per-doc budget and sentence landmarks need the
+    whole document)."""
+    pooling = encoder.pooling
+    return (
+        long_doc.policy in ("chunk", "pcw", "truncate", "extend")
+        and long_doc.hybrid is None
+        and long_doc.vectors_per_doc is None
+        and not (pooling.selection == "lmk" and pooling.landmark_placement == "sentence")
+    )
 
 
 @dataclass
@@ -49,6 +89,7 @@ class StreamedEmbedding:
     plan: EmbedPlan
     vectors: np.ndarray | None  # final vectors (None when embedding was not asked for)
     rows: list[tuple[int, int, int, int]]  # per vector: token start, token end, char start, char end
+    sha256: str = ""  # of the text read this time (another than the document's: it changed)
     window_tokens: int = 0
     seconds: float = 0.0
 
@@ -76,8 +117,15 @@ def embed_streamed(
     *,
     embed: bool = True,
     on_batch: Callable[[int], None] | None = None,
+    done: np.ndarray | None = None,
+    on_part: Callable[[int, np.ndarray], None] | None = None,
+    on_piece: Callable[[str], None] | None = None,
 ) -> StreamedEmbedding:
-    """Plan and (unless ``embed`` is false: the vectors are known) embed a streamed document."""
+    """Plan and (unless ``embed`` is false: the vectors are known) embed a document as a stream.
+
+    ``done``: the raw vectors of the document's first windows (a resumed run: not embedded again);
+    ``on_part(first window, raw vectors)``: after each group of windows but the last; ``on_piece``:
+    each piece of the text, in order, as it is read."""
     if long_doc.policy == "late" or long_doc.hybrid is not None or long_doc.vectors_per_doc is not None:
         raise ValueError(
             f"{document.source}: too large to hold in memory (streamed), and late chunking, hybrid "
@@ -97,7 +145,9 @@ def embed_streamed(
     out = StreamedEmbedding(plan=EmbedPlan("whole", [], 0), vectors=None, rows=[])
     emitted: list[tuple[int, int]] = []
     pending: list[Window] = []
-    raw: list[np.ndarray] = []
+    skip = len(done) if done is not None and embed else 0  # windows whose vectors are given
+    raw: list[np.ndarray] = [_fold(done, long_doc)] if done is not None and skip else []
+    finished = skip  # windows embedded (or given), in document order
     total = 0
 
     def emit(span: tuple[int, int]) -> None:
@@ -105,23 +155,35 @@ def embed_streamed(
         lo, hi = start - buffer.origin, end - buffer.origin
         emitted.append(span)
         out.rows.append((start, end, buffer.chars[lo][0], buffer.chars[hi - 1][1]))
-        if embed:
+        if embed and len(emitted) > skip:
             tokens = Tokens(prompt_ids=prompt, ids=buffer.ids, offsets=None)
             pending.append(encoder.window(tokens, lo, hi))
 
     def run_pending(force: bool) -> None:
-        if pending and (force or sum(len(w.input_ids) for w in pending) >= batch_tokens):
+        """Embed the pending windows in groups of ``batch_tokens`` (``force``: all of them)."""
+        nonlocal finished
+        while pending:
+            ends = np.cumsum([len(w.input_ids) for w in pending])
+            if ends[-1] < batch_tokens and not force:
+                return
+            n = min(int(np.searchsorted(ends, batch_tokens)) + 1, len(pending))
+            group = pending[:n]
+            del pending[:n]
             started = time.perf_counter()
-            vectors = encoder.embed_windows(pending, normalize=False, on_batch=on_batch)
+            vectors = encoder.embed_windows(group, normalize=False, on_batch=on_batch)
             out.seconds += time.perf_counter() - started
-            out.window_tokens += sum(len(w.input_ids) for w in pending)
-            if long_doc.policy == "pcw" and raw:
-                raw[0] = raw[0] + vectors.sum(axis=0, keepdims=True)
-            else:
-                raw.append(vectors.sum(axis=0, keepdims=True) if long_doc.policy == "pcw" else vectors)
-            pending.clear()
+            out.window_tokens += int(ends[n - 1])
+            raw.append(_fold(vectors, long_doc))
+            if long_doc.policy == "pcw":
+                raw[:] = [np.sum(raw, axis=0)]
+            if on_part is not None and not (force and not pending):  # the last group: saved whole
+                on_part(finished, vectors)
+            finished += n
 
-    for text, base in whitespace_pieces(document):
+    digest = hashlib.sha256()
+    for text, base in cut_at_whitespace(_hashed(document.pieces(), digest)):
+        if on_piece is not None:
+            on_piece(text)
         tokens = encoder.tokenize(text, "document")
         room = int(min(store_limit - total, len(tokens.ids))) if total < store_limit else 0
         buffer.ids += tokens.ids[:room]
@@ -136,17 +198,25 @@ def embed_streamed(
             buffer.drop_before(int(min(emitted_next(emitted, step), min(total, cap) - size)))
             run_pending(force=False)
 
+    out.sha256 = digest.hexdigest()
     if total == 0:
         raise ValueError(f"{document.source}: no tokens after tokenization")
     out.plan = plan(total, window, long_doc, extended)
     for span in out.plan.spans[len(emitted) :]:
         emit(span)
+    if skip > len(emitted):  # parts are keyed by content and embedding settings: never happens
+        raise RuntimeError(f"{document.source}: {skip} windows checkpointed, {len(emitted)} planned")
     run_pending(force=True)
     if embed:
         out.vectors = combine(out.plan, np.vstack(raw))  # pcw: mean of the un-normalised chunks
     if out.plan.single_vector:
         out.rows = [(0, out.plan.n_embedded, out.rows[0][2], out.rows[-1][3])]
     return out
+
+
+def _fold(vectors: np.ndarray, long_doc: LongDocConfig) -> np.ndarray:
+    """Raw window vectors as kept: PCW keeps their sum only."""
+    return vectors.sum(axis=0, keepdims=True) if long_doc.policy == "pcw" else vectors
 
 
 def emitted_next(emitted: list[tuple[int, int]], step: int) -> int:
@@ -156,15 +226,80 @@ def emitted_next(emitted: list[tuple[int, int]], step: int) -> int:
 
 def whitespace_pieces(document: Document) -> Iterator[tuple[str, int]]:
     """The document's text in pieces cut after whitespace, with each piece's character offset."""
+    return cut_at_whitespace(document.pieces())
+
+
+def cut_at_whitespace(blocks: Iterable[str], limit: int | None = None) -> Iterator[tuple[str, int]]:
+    """Text given in blocks, in pieces of at most ``limit`` characters (:data:`PIECE_CHARS`), each
+    cut after its last whitespace (a piece without any is cut at the limit), with each piece's
+    character offset."""
+    limit = limit or PIECE_CHARS
     carry = ""
     base = 0
-    for block in document.pieces():
-        text = carry + block
-        match = _LAST_SPACE.search(text)
-        cut = match.end() if match else (len(text) if len(text) > 1 << 20 else 0)
-        if cut:
-            yield text[:cut], base
-            base += cut
-        carry = text[cut:]
+    for block in blocks:
+        for at in range(0, len(block), limit):
+            text = carry + block[at : at + limit]
+            while len(text) > limit:
+                match = _LAST_SPACE.search(text, 0, limit)
+                cut = match.end() if match else limit
+                yield text[:cut], base
+                base += cut
+                text = text[cut:]
+            carry = text
     if carry:
         yield carry, base
+
+
+def _hashed(blocks: Iterable[str], digest: hashlib._Hash) -> Iterator[str]:
+    """``blocks`` as they are, each added to ``digest`` (UTF-8) on the way."""
+    for block in blocks:
+        for at in range(0, len(block), _HASH_CHARS):
+            digest.update(block[at : at + _HASH_CHARS].encode("utf-8"))
+        yield block
+
+
+class Spool:
+    """A private copy of a streamed file's text, written while it is embedded, read back in pieces
+    cut at whitespace: what the lexical index analyses is then what was embedded, even when the
+    file changes in between. An unnamed temporary file (``folder``: where), gone once closed."""
+
+    def __init__(self, folder: Path | None = None):
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self._file: IO[bytes] = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by __exit__)
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def write(self, text: str) -> None:
+        try:
+            self._file.write(text.encode("utf-8"))
+        except OSError as exc:
+            where = self.folder or tempfile.gettempdir()
+            raise OSError(
+                exc.errno,
+                f"cannot write a temporary copy of a large file's text in {where} ({exc.strerror or exc}); "
+                "nothing was committed: free space there and run the ingest again",
+            ) from exc
+
+    def reset(self) -> None:
+        """Forget what was written (the text is read again)."""
+        self._file.seek(0)
+        self._file.truncate()
+
+    def pieces(self) -> Iterator[str]:
+        """The text written, in pieces cut at whitespace."""
+        self._file.flush()
+        self._file.seek(0)
+        decoder = codecs.getincrementaldecoder("utf-8")()
+
+        def blocks() -> Iterator[str]:
+            while block := self._file.read(STREAM_BLOCK):
+                yield decoder.decode(block)
+            yield decoder.decode(b"", final=True)
+
+        return (text for text, _ in cut_at_whitespace(blocks()))
