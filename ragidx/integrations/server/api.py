@@ -120,9 +120,8 @@ class SearchRequest(Strict):
 
 
 class Hit(BaseModel):
-    """One ranked document (or passage), as ``ragidx query --json`` prints it."""
-
-    model_config = ConfigDict(extra="allow")
+    """One ranked document (or passage), as ``ragidx query --json`` prints it (the schema of the
+    answer, for the OpenAPI page: the server sends the library's own dictionaries)."""
 
     rank: int
     score: float

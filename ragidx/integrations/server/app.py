@@ -18,7 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragidx import __version__
@@ -28,7 +28,6 @@ from ragidx.integrations.server.api import (
     MAX_K,
     MAX_TEXT_CHARS,
     Health,
-    Hit,
     Info,
     SearchRequest,
     SearchResponse,
@@ -82,26 +81,29 @@ def create_app(live: LiveIndex, *, threads: int) -> FastAPI:
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
-    @app.post("/search", response_model=SearchResponse, response_model_exclude_none=True, responses=ERRORS)
-    def search(request: SearchRequest) -> SearchResponse:
-        """The ``k`` best documents (or passages, ``per: "chunk"``) for ``text``."""
+    @app.post("/search", response_model=SearchResponse, responses=ERRORS)
+    def search(request: SearchRequest) -> Response:
+        """The ``k`` best documents (or passages, ``per: "chunk"``) for ``text``; each result as
+        ``ragidx query --json`` prints it."""
         answer = live.search(request.text, request.k, request.options())
         hits = []
         for result in answer.results:
-            data = result.to_dict(with_text=request.with_text)
+            hit = result.to_dict(with_text=request.with_text)
             if request.with_passage:
-                data["passage"] = result.passage
-            hits.append(Hit.model_validate(data))
-        return SearchResponse(
-            query=request.text,
-            k=request.k,
-            mode=answer.mode,
-            per=request.per,
-            generation=answer.generation,
-            took_ms=round(answer.took_ms, 3),
-            notes=answer.notes,
-            results=hits,
-        )
+                hit["passage"] = result.passage
+            hits.append(hit)
+        body = {
+            "query": request.text,
+            "k": request.k,
+            "mode": answer.mode,
+            "per": request.per,
+            "generation": answer.generation,
+            "took_ms": round(answer.took_ms, 3),
+            "notes": answer.notes,
+            "results": hits,
+        }
+        # built here, in the request's worker thread: no second validation of what ragidx made
+        return Response(json.dumps(body, ensure_ascii=False, allow_nan=False), media_type="application/json")
 
     @app.get("/health", response_model=Health)
     def health() -> Health:

@@ -20,7 +20,7 @@ from ragidx.index.directory import Index
 from ragidx.index.manifest import MANIFEST_NAME
 from ragidx.ingestion.pipeline import ingest
 from ragidx.integrations.server import LiveIndex, create_app
-from ragidx.integrations.server.api import MAX_K, MAX_TEXT_CHARS
+from ragidx.integrations.server.api import MAX_K, MAX_TEXT_CHARS, Hit
 from ragidx.integrations.server.app import MAX_BODY_BYTES
 from tests.conftest import long_text, tiny_config
 
@@ -93,6 +93,9 @@ def test_search_answers_what_the_python_api_answers(served: Running, index_dir: 
     assert body["results"][0]["doc_id"] == "b.txt" and body["results"][0]["rank"] == 1
     assert {"snippet", "source", "metadata", "embed_mode", "n_tokens"} <= body["results"][0].keys()
     assert "text" not in body["results"][0] and "passage" not in body["results"][0]
+    assert body["results"][0] == expected[0].to_dict()  # as ragidx query --json prints it
+    for hit in body["results"]:  # the OpenAPI page describes every field sent
+        assert set(hit) <= Hit.model_fields.keys()
     assert body["mode"] == "dense" and body["per"] == "document" and body["generation"] == 1
     assert body["query"] == "beta garden music" and body["k"] == 3 and body["took_ms"] > 0
 
@@ -125,9 +128,10 @@ def test_matched_sentences_by_words_unless_asked_for_dense(served: Running) -> N
     default = served.search(text="gamma winter harbor", k=2).json()["results"]
     assert [hit["match"]["by"] for hit in default] == ["lexical", "lexical"]
     assert default[0]["match"]["text"] == "gamma winter harbor" and default[0]["snippet"]
-    dense = served.search(text="gamma winter harbor", k=2, sentences="dense").json()["results"]
-    assert [hit["match"]["by"] for hit in dense] == ["dense", "dense"]
-    assert [hit["doc_id"] for hit in dense] == [hit["doc_id"] for hit in default]  # ranking unchanged
+    # no word in common with the long document's sentences: only its model can pick one
+    body = {"text": "orchestra symphony", "k": 1, "where": {"doc_ids": ["long.txt"]}}
+    assert served.search(**body).json()["results"][0]["match"]["by"] == "lexical"
+    assert served.search(**body, sentences="dense").json()["results"][0]["match"]["by"] == "dense"
 
 
 def _ids(served: Running, **where: Any) -> list[str]:
