@@ -33,7 +33,7 @@ from ragidx.cli.options import (
     IndexDir,
     Json,
 )
-from ragidx.embed.config import EXTEND_MAX_TOKENS, DocumentSource, LongDocConfig, Policy
+from ragidx.embed.config import EXTEND_MAX_TOKENS, EXTEND_TRADE_OFF, DocumentSource, LongDocConfig, Policy
 from ragidx.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -353,8 +353,8 @@ def _why_cut(long_doc: LongDocConfig) -> str:
         one_pass = f"extend:{extension.method} reads one pass of at most {target:,} tokens (target_length)"
         if target < EXTEND_MAX_TOKENS:
             return (
-                f"{one_pass}; {new} with --target-length {EXTEND_MAX_TOKENS} to read documents whole "
-                f"up to {EXTEND_MAX_TOKENS:,} tokens, or with {every}"
+                f"{one_pass}, and {EXTEND_TRADE_OFF}; {new} with {every}, or with --target-length N "
+                f"(up to {EXTEND_MAX_TOKENS}) to read longer documents whole"
             )
         return (
             f"{one_pass}, the longest ragidx supports (one pass's time grows with the square of its "

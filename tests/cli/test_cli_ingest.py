@@ -321,7 +321,9 @@ def test_an_ingest_that_cuts_documents_says_so_in_one_line(tmp_path: Path, tiny_
     assert extended.exit_code == 0, extended.output
     (line,) = _warnings(extended.stderr)
     assert "extend:pi reads one pass of at most 128 tokens (target_length)" in line
-    assert "--target-length 32768" in line and "ingest into a new index" in line
+    assert "a longer one compresses every document's positions" in line  # why it is not the default
+    assert "ingest into a new index with --long-doc chunk" in line
+    assert "--target-length N (up to 32768) to read longer documents whole" in line
 
     whole = runner.invoke(app, [*base, "-i", str(tmp_path / "chunk"), "--json"])
     assert whole.exit_code == 0 and _warnings(whole.stderr) == []  # chunking cuts nothing
