@@ -50,6 +50,7 @@ def threads_restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     faiss.omp_set_num_threads(before[1])
 
 
+@pytest.mark.slow  # a real process: torch and the model load in it (4-10 s on 2 cores)
 def test_serve_answers_over_http_and_stops_on_sigint(index_dir: Path, tmp_path: Path) -> None:
     config = tmp_path / "serve.toml"
     config.write_text("[serve]\nport = 0\nthreads = 2\nreload_interval = 0.1\n")
@@ -133,9 +134,11 @@ def test_a_taken_port_is_one_line_before_anything_loads(index_dir: Path, tmp_pat
     )
 
 
-def test_serve_errors(tmp_path: Path) -> None:
+def test_serve_errors(tmp_path: Path, index_dir: Path, tiny_other_model: Path) -> None:
     not_index = _serve(tmp_path)
     assert not_index.exit_code == 1 and "not a ragidx index" in not_index.stderr
+    wrong_model = _serve(index_dir, "--model", str(tiny_other_model))
+    assert wrong_model.exit_code == 1 and "was built with" in wrong_model.stderr
     bad_config = tmp_path / "bad.toml"
     bad_config.write_text("[serve]\nport = 70000\n")
     refused = _serve(tmp_path, "-c", str(bad_config))
