@@ -16,7 +16,8 @@ the dense scores alone.
 
 :func:`rank` puts it together: ``hybrid:auto`` and ``bm25:auto`` choose their weight among
 :data:`~ragidx.search.fusion.WEIGHTS` by 5-fold cross-validation over the queries
-(:mod:`ragidx.evaluate.selection`; both at once: every pair of weights).
+(:mod:`ragidx.evaluate.selection`; both at once: every pair of weights); where weights tie on
+the metric (passkey's Acc@1 saturates), the one nearest the default weight is kept.
 """
 
 from __future__ import annotations
@@ -170,9 +171,19 @@ def rank(
     choices = [(i, j) for i in range(len(fusions)) for j in range(len(weights))]
     if len(choices) == 1:
         return run_for(choices[0]), {}
-    out, folds, overall, _ = cross_validated_rankings(run_for, group, metric, choices, seed)
+    # ties (common where the metric saturates, as passkey's Acc@1) go to the weights nearest the
+    # defaults: the document weight's, and the index's lexical weight (0.7)
+    tune_lexical = len(weights) > 1
+    lexical_default = lexical.weight if lexical is not None and lexical.weight is not None else 0.0
+    near = (HybridConfig().weight, lexical_default)
+
+    def prior(choice: tuple[int, int]) -> float:
+        hybrid_part = abs(WEIGHTS[choice[0]] - near[0]) if tune_hybrid else 0.0
+        return hybrid_part + (abs(WEIGHTS[choice[1]] - near[1]) if tune_lexical else 0.0)
+
+    out, folds, overall, _ = cross_validated_rankings(run_for, group, metric, choices, seed, prior)
     tuning: dict[str, dict[str, Any]] = {}
-    for name, axis, tuned in (("hybrid_tuning", 0, tune_hybrid), ("lexical_tuning", 1, len(weights) > 1)):
+    for name, axis, tuned in (("hybrid_tuning", 0, tune_hybrid), ("lexical_tuning", 1, tune_lexical)):
         if tuned:
             tuning[name] = {
                 "fold_weights": [WEIGHTS[choice[axis]] for choice, _ in folds],

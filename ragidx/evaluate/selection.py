@@ -23,27 +23,38 @@ C = TypeVar("C", bound=Hashable)
 
 
 def choose(
-    score: Callable[[C], np.ndarray], choices: Sequence[C], queries: Sequence[int] | np.ndarray | None = None
+    score: Callable[[C], np.ndarray],
+    choices: Sequence[C],
+    queries: Sequence[int] | np.ndarray | None = None,
+    prior: Callable[[C], float] | None = None,
 ) -> tuple[C, float]:
     """The choice with the best mean per-query score over ``queries`` (default all); ``score(c)``
-    returns per-query scores. Ties go to the earlier choice. Returns (choice, mean)."""
+    returns per-query scores. Ties go to the choice with the smallest ``prior`` (how far it is
+    from the default setting: where the queries cannot tell choices apart, keep closest to the
+    default), then to the earlier choice. Returns (choice, mean)."""
     if not choices:
         raise ValueError("nothing to choose from")
-    best: tuple[C, float] = (choices[0], -np.inf)
+    means = []
     for choice in choices:
         values = score(choice)
-        mean = float(values.mean() if queries is None else values[np.asarray(queries)].mean())
-        if mean > best[1] + 1e-12:
-            best = (choice, mean)
-    return best
+        means.append(float(values.mean() if queries is None else values[np.asarray(queries)].mean()))
+    top = max(means)
+    tied = [i for i, mean in enumerate(means) if mean >= top - 1e-12]
+    best = min(tied, key=lambda i: (0.0 if prior is None else prior(choices[i]), i))
+    return choices[best], means[best]
 
 
 def cross_validate(
-    score: Callable[[C], np.ndarray], n_queries: int, choices: Sequence[C], folds: int = 5, seed: int = 0
+    score: Callable[[C], np.ndarray],
+    n_queries: int,
+    choices: Sequence[C],
+    folds: int = 5,
+    seed: int = 0,
+    prior: Callable[[C], float] | None = None,
 ) -> tuple[np.ndarray, list[tuple[C, np.ndarray]]]:
     """Per-query scores where each fold's queries are scored with the choice made on the other
-    folds (queries shuffled with ``seed`` into ``folds`` folds), and each fold's (choice, query
-    indices). ``score`` is called once per choice."""
+    folds (queries shuffled with ``seed`` into ``folds`` folds; ties broken by ``prior``, see
+    :func:`choose`), and each fold's (choice, query indices). ``score`` is called once per choice."""
     cache: dict[C, np.ndarray] = {}
 
     def cached(choice: C) -> np.ndarray:
@@ -57,7 +68,7 @@ def cross_validate(
     chosen: list[tuple[C, np.ndarray]] = []
     for held in parts:
         rest = np.setdiff1d(order, held)
-        choice, _ = choose(cached, choices, rest if len(rest) else held)
+        choice, _ = choose(cached, choices, rest if len(rest) else held, prior)
         out[held] = cached(choice)[held]
         chosen.append((choice, held))
     return out, chosen
@@ -69,6 +80,7 @@ def cross_validated_rankings(
     metric: str,
     choices: Sequence[C],
     seed: int,
+    prior: Callable[[C], float] | None = None,
 ) -> tuple[list[list[tuple[str, float]]], list[tuple[C, np.ndarray]], C, Callable[[C], np.ndarray]]:
     """Each query of ``group`` ranked by the choice (a hybrid weight, a candidate strategy) with the
     best mean ``metric`` on the other folds of a 5-fold split (:func:`cross_validate`);
@@ -86,10 +98,10 @@ def cross_validated_rankings(
             ]
         )
 
-    _, folds = cross_validate(per_query_scores, len(qids), choices, seed=seed)
+    _, folds = cross_validate(per_query_scores, len(qids), choices, seed=seed, prior=prior)
     out: list[list[tuple[str, float]]] = [[] for _ in qids]
     for choice, held in folds:
         for i in held:
             out[i] = rankings(choice)[i]
-    overall, _ = choose(per_query_scores, choices)
+    overall, _ = choose(per_query_scores, choices, prior=prior)
     return out, folds, overall, per_query_scores

@@ -73,3 +73,14 @@ def test_a_strategy_chosen_per_fold_by_hand() -> None:
     assert scores.tolist() == [0, 0, 0, 0, 1, 0, 1, 0, 0, 0]
     assert choose({"A": a, "B": b}.__getitem__, ["A", "B"]) == ("A", 0.6)
     assert choose({"A": a, "B": b}.__getitem__, ["B", "A"]) == ("B", 0.6)  # the earlier wins ties
+
+
+def test_ties_go_to_the_choice_nearest_the_default() -> None:
+    """A saturated metric (every weight from 0.35 up finds every passkey) keeps the default weight,
+    not the smallest tied weight; the best mean still wins over the prior."""
+    plateau = lambda w: np.array([1.0 if w >= 0.35 else 0.5])  # noqa: E731
+    assert choose(plateau, WEIGHTS)[0] == 0.35  # no prior: the earliest of the tied
+    assert choose(plateau, WEIGHTS, prior=lambda w: abs(w - 0.7))[0] == 0.7
+    assert choose(plateau, WEIGHTS, prior=lambda w: abs(w - 0.2))[0] == 0.35  # 0.2 is not among the best
+    chosen = cross_validate(lambda w: np.full(10, plateau(w)[0]), 10, WEIGHTS, prior=lambda w: abs(w - 0.7))
+    assert {choice for choice, _ in chosen[1]} == {0.7}
