@@ -43,6 +43,13 @@ class Mode(StrEnum):
     hybrid = "hybrid"
 
 
+class Sentences(StrEnum):
+    """How each result's matched sentence is chosen (``SearchOptions.sentences``)."""
+
+    dense = "dense"
+    lexical = "lexical"
+
+
 class Per(StrEnum):
     """What is ranked (``SearchOptions.per``)."""
 
@@ -163,6 +170,16 @@ def query_command(
             show_default=False,
         ),
     ] = None,
+    sentences: Annotated[
+        Sentences | None,
+        typer.Option(
+            "--sentences",
+            help="How each snippet's sentence is chosen: dense (the index's model compares the sentences "
+            "the question's words cannot tell apart; default for one question), lexical (the words "
+            "alone: no model call; default for --queries).",
+            show_default=False,
+        ),
+    ] = None,
     hybrid: Hybrid = None,
     best_chunks: BestChunks = None,
     threads: Threads = None,
@@ -176,9 +193,10 @@ def query_command(
     another fusion without re-ingesting. Each hybrid hit shows both cosines. --best-chunks N scores
     a chunked document by the mean of its N best chunks (evidence spread over a few passages).
 
-    Each result shows the sentence of its best chunk most similar to the question (bold; for a single
-    question its first 10 results compare the sentences' embeddings with the question's, later ones
-    and --queries batches count the question's words) and the question's words in it (underlined).
+    Each result shows the sentence of its best chunk most similar to the question (bold) and the
+    question's words in it (underlined). The words decide when one sentence holds the most of them;
+    otherwise, for one question's first 10 results, the index's model compares the undecided
+    sentences with the question (--sentences lexical: never; --queries batches: words only).
 
     Examples:  ragidx query "how do bees communicate?" -k 5 ;
     ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3 ;
@@ -205,6 +223,7 @@ def query_command(
         best_chunks=best_chunks,
         mode=None if mode is None else mode.value,
         lexical_weight=_lexical_weight(lexical_weight),
+        sentences=None if sentences is None else sentences.value,
     )
     if text is not None:
         with _notes():
@@ -216,7 +235,7 @@ def query_command(
         return
     assert queries is not None
     pairs = read_queries(queries)
-    batch = replace(search, sentences="lexical")  # a batch: each snippet's sentence by the query's words
+    batch = search if sentences else replace(search, sentences="lexical")  # a batch: by the words
     with _notes():
         ranked = Retriever(opened).search_many([t for _, t in pairs], k, batch)
     if as_json:

@@ -31,9 +31,10 @@ class SearchOptions:
     (``lexical``), or by both fused (``hybrid``); None: hybrid where the index has a lexical
     index, else dense. ``lexical_weight``: the BM25 weight of a hybrid search, or ``"rrf"``
     (None: the manifest's). ``sentences``: how each result's matched sentence (and so its
-    snippet) is chosen: ``dense`` (the hit's sentences embedded by the index's encoder), ``lexical``
-    (the query's words, no model); None: dense for the first 10 results of a single query the
-    index embeds, else lexical (see ``ragidx.search.snippets``). It never changes the ranking."""
+    snippet) is chosen where the query's words cannot decide: ``dense`` (those sentences embedded by
+    the index's encoder, compared with the query), ``lexical`` (words only, no model call); None:
+    dense for the first 10 results of a single query the index embeds, else lexical (see
+    ``ragidx.search.snippets``). It never changes the ranking."""
 
     where: Where | None = None
     per: Per = "document"

@@ -8,13 +8,19 @@ but never chosen as the match while the region has a longer sentence. :class:`Te
 query's words in a text as the BM25 analyzer sees them (lowercased, stop words dropped, stemmed),
 with their character spans.
 
-:func:`match` picks the sentence most similar to the query, one of two ways:
+:func:`match` picks the sentence most similar to the query. The query's words decide when they
+can: the sentence holding the most distinct query terms is the match when that is all of the
+query's terms or at least two, and no other sentence holds as many. Otherwise (a tie, or no
+sentence holding more than one of several terms: a paraphrase, text that shares no word), one of:
 
-* ``dense`` — the cosine between the query vector and each sentence embedded by the index's own
-  encoder (document prompt). At most ``DENSE_SENTENCES`` sentences per hit are embedded: a longer
-  region keeps the ones sharing the most query words (then the earliest).
+* ``dense`` — the highest cosine between the query vector and the undecided sentences, each
+  embedded alone by the index's own encoder (document prompt); at most ``DENSE_SENTENCES`` of them
+  per hit (those sharing the most query words, then the earliest);
 * ``lexical`` — the most distinct query terms, then the most occurrences, then the earliest
   sentence. No model is needed.
+
+So the encoder runs only where words cannot decide, which keeps the cost of a query low
+(``benchmarks/passages.py``).
 
 By default (``SearchOptions.sentences`` None) a single query that the index's encoder embedded
 (``Index.search``, ``ragidx query TEXT``, the LangChain retriever) gets dense sentences for its first
@@ -192,8 +198,9 @@ def match(
     dense: list[tuple[int, list[int]]] = []  # region → its sentences to embed
     texts: list[str] = []
     for i, (region, (spans, _, lexical)) in enumerate(zip(regions, found, strict=True)):
-        if by[i] == "dense" and spans:
-            chosen = _candidates(lexical, _eligible(spans))
+        open_ = _undecided(lexical, _eligible(spans), len(terms.wanted)) if spans else []
+        if by[i] == "dense" and len(open_) > 1:
+            chosen = _candidates(lexical, open_)
             dense.append((i, chosen))
             texts += [" ".join(region.text[lo:hi].split()) for lo, hi in (spans[c] for c in chosen)]
     cosines: dict[int, dict[int, float]] = {}
@@ -233,6 +240,16 @@ def _lexical(spans: list[Span], marks: list[tuple[Span, frozenset[str]]]) -> lis
             distinct[at] |= found
             count[at] += 1
     return [(len(d), c) for d, c in zip(distinct, count, strict=True)]
+
+
+def _undecided(lexical: list[tuple[int, int]], eligible: list[int], n_terms: int) -> list[int]:
+    """The sentences the query's words cannot tell apart: those holding the most distinct query
+    terms when that is all of them or at least two (a tie needs the encoder; one is the match),
+    else every eligible sentence (no word, or one of several, is too weak to decide)."""
+    most = max(lexical[c][0] for c in eligible)
+    if n_terms == 0 or most < min(2, n_terms):
+        return eligible
+    return [c for c in eligible if lexical[c][0] == most]
 
 
 def _eligible(spans: list[Span]) -> list[int]:

@@ -83,11 +83,15 @@ def test_json_gives_the_matched_sentence_its_terms_and_the_passage(index_dir: Pa
     match = hit["match"]
     assert match["text"] == "The granite tower stood on the rock for a century."
     assert text[match["char_start"] : match["char_end"]] == match["text"]
-    assert match["by"] == "dense" and match["terms"] == ["granite", "tower"]
+    assert match["by"] == "lexical" and match["score"] == 2  # the only sentence with both words
+    assert match["terms"] == ["granite", "tower"]
     lo, hi = match["snippet_sentence"]
     assert hit["snippet"][lo:hi] == match["text"]
     assert [hit["snippet"][a:b] for a, b in match["snippet_terms"]] == ["granite", "tower"]
     assert hit["passage_span"] == {"char_start": 0, "char_end": len(text)}
+    unknown = ["zebra xylophone", "--where", "doc_id=long.txt"]  # no word in common: the model decides
+    assert _json(index_dir, *unknown)[0]["match"]["by"] == "dense"
+    assert _json(index_dir, *unknown, "--sentences", "lexical")[0]["match"]["by"] == "lexical"
     batch = Path(index_dir).parent / "q.tsv"
     batch.write_text("q1\tgranite tower\n")
     result = runner.invoke(app, ["query", "--queries", str(batch), "-i", str(index_dir), "--json"])

@@ -21,6 +21,7 @@ LIGHTHOUSES = [
     "Lighthouses guided sailing ships along the rocky northern coast.",
     "Every evening the keeper trimmed the wick of the oil lamp.",
     "Smeaton dovetailed granite blocks together for the Eddystone tower.",
+    "Together the blocks of granite Smeaton dovetailed kept the Eddystone tower up.",  # the same words
     "Fresnel lenses later focused the beam over twenty nautical miles.",
     "Winter storms sometimes cut the keepers off for several weeks.",
     "Automation replaced nearly every keeper during the last century.",
@@ -32,14 +33,14 @@ TARGET = LIGHTHOUSES[2]
 
 @pytest.fixture(scope="module")
 def chunked(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Index:
-    """One document of eight sentences in chunks of about four, beside filler documents."""
+    """One document of nine sentences in chunks of about four, beside filler documents."""
     root = tmp_path_factory.mktemp("passages")
     docs = root / "docs"
     docs.mkdir()
     (docs / "lighthouses.txt").write_text(" ".join(LIGHTHOUSES))
     for i in range(12):
         (docs / f"filler{i:02d}.txt").write_text(long_text(20, seed=i))
-    ingest(docs, root / "ix", tiny_config(tiny_model, {"chunk_size": 48, "overlap": 0}))
+    ingest(docs, root / "ix", tiny_config(tiny_model, {"chunk_size": 60, "overlap": 0}))
     return Index.open(root / "ix")
 
 
@@ -48,9 +49,15 @@ def _lighthouse_chunks(index: Index, query: str, sentences: str) -> list[SearchR
     return [h for h in hits if h.doc_id == "lighthouses.txt"]
 
 
-@pytest.mark.parametrize(("sentences", "query"), [("dense", TARGET), ("lexical", "dovetailed granite")])
+@pytest.mark.parametrize(
+    ("sentences", "query", "by"),
+    [
+        ("dense", TARGET, "dense"),  # two sentences hold all its words: the encoder decides
+        ("lexical", TARGET, "lexical"),  # the same tie, by the words alone: the earlier sentence
+    ],
+)
 def test_the_matched_sentence_is_found_in_the_middle_of_its_chunk(
-    chunked: Index, sentences: str, query: str
+    chunked: Index, sentences: str, query: str, by: str
 ) -> None:
     text = chunked.document("lighthouses.txt").text
     start = text.index(TARGET)
@@ -61,24 +68,25 @@ def test_the_matched_sentence_is_found_in_the_middle_of_its_chunk(
     ]
     assert hit.chunk is not None
     assert hit.chunk["char_start"] < start - 50 and start + len(TARGET) < hit.chunk["char_end"]  # the middle
-    assert hit.match is not None and hit.match["by"] == sentences
+    assert hit.match is not None and hit.match["by"] == by
     assert hit.match["text"] == TARGET and hit.match["char_start"] == start
     assert hit.match["char_end"] == start + len(TARGET)
     assert TARGET in hit.snippet and not hit.snippet.startswith(TARGET)  # the whole chunk fits: in order
     lo, hi = hit.match["snippet_sentence"] or (0, 0)
     assert hit.snippet[lo:hi] == TARGET
     marked = [hit.snippet[a:b] for a, b in hit.match["snippet_terms"]]
-    assert {"dovetailed", "granite"} <= set(marked) and set(hit.match["terms"]) == set(marked)
+    assert {"dovetailed", "granite", "Smeaton", "Eddystone"} <= set(marked)
+    assert {t.lower() for t in hit.match["terms"]} == {t.lower() for t in marked}  # once each
     assert hit.passage == text[hit.chunk["char_start"] : hit.chunk["char_end"]] != text
     assert hit.passage_span == {"char_start": hit.chunk["char_start"], "char_end": hit.chunk["char_end"]}
-    if sentences == "dense":  # the sentence embedded alone is the query itself
+    if by == "dense":  # the sentence embedded alone is the query itself
         assert hit.match["score"] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_dense_sentences_by_default_for_one_querys_first_results_only(
     chunked: Index, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    query = "the keeper trimmed the wick of the lamp"
+    query = "zebra xylophone quartet"  # in no document: the words decide nothing, the encoder does
     one = chunked.search(query, k=DENSE_RANKS + 3, mode="dense")
     assert [h.match["by"] for h in one if h.match] == ["dense"] * DENSE_RANKS + ["lexical"] * 3
     batch = chunked.search_many([query, "granite"], k=4, mode="dense")

@@ -112,23 +112,44 @@ def _bag_of_words(texts: list[str]) -> np.ndarray:
     return out
 
 
-def test_dense_match_takes_the_most_similar_sentence_not_the_most_shared_words() -> None:
-    text = "Zzz zzz zzz quiz jazz. Granite, granite and more granite here. Fizz buzz zzz."
-    query = "zzz zzz jazz"  # shares a word with sentence 3, letters with sentence 1
+def test_dense_match_settles_what_the_words_cannot() -> None:
+    text = "Fizz buzz today is fine. Zzz zzz zzz quiz jazzily. Granite, granite and more granite."
+    query = "quiz buzz castle"  # each sentence holds at most one of three terms: words cannot decide
     calls: list[list[str]] = []
 
     def embed(texts: list[str]) -> np.ndarray:
         calls.append(texts)
         return _bag_of_words(texts)
 
-    qv = _bag_of_words(["zzzzzz jazz quiz"])[0]
+    qv = _bag_of_words(["zzzzzz quiz jazz"])[0]
     lexical, dense = match([Region(text, 0, len(text))] * 2, Terms(query), ["lexical", "dense"], qv, embed)
     assert lexical is not None and dense is not None
-    assert text[slice(*dense.sentence)] == "Zzz zzz zzz quiz jazz." and dense.by == "dense"
-    assert dense.score == pytest.approx(1.0, abs=0.05)
-    assert len(calls) == 1 and len(calls[0]) == 3  # one embedding call for every dense region
+    assert text[slice(*lexical.sentence)] == "Fizz buzz today is fine."  # a tie: the earliest
+    assert text[slice(*dense.sentence)] == "Zzz zzz zzz quiz jazzily." and dense.by == "dense"
+    assert 0.5 < dense.score <= 1.0
+    assert len(calls) == 1 and len(calls[0]) == 3  # one call, every undecided sentence
     with pytest.raises(ValueError, match="query vector"):
         match([Region(text, 0, len(text))], Terms(query), ["dense"])
+
+
+def test_words_decide_alone_when_one_sentence_holds_the_most_terms() -> None:
+    calls: list[list[str]] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        calls.append(texts)
+        return _bag_of_words(texts)
+
+    qv = _bag_of_words(["rain"])[0]
+    (found,) = match([Region(TEXT, 0, len(TEXT))], Terms("granite Eddystone"), ["dense"], qv, embed)
+    assert found is not None and found.by == "lexical" and calls == []  # no model call at all
+    assert TEXT[slice(*found.sentence)] == "Smeaton used granite blocks for the Eddystone tower."
+    tied = "The granite tower is old. A granite tower by the zzz sea. Rain fell."
+    (found,) = match(
+        [Region(tied, 0, len(tied))], Terms("granite tower"), ["dense"], _bag_of_words(["zzz"])[0], embed
+    )
+    assert calls == [["The granite tower is old.", "A granite tower by the zzz sea."]]  # only the tie
+    assert found is not None and found.by == "dense"
+    assert tied[slice(*found.sentence)] == "A granite tower by the zzz sea."
 
 
 def test_dense_match_embeds_at_most_the_cap_keeping_sentences_with_query_words() -> None:
@@ -142,7 +163,7 @@ def test_dense_match_embeds_at_most_the_cap_keeping_sentences_with_query_words()
 
     (found,) = match(
         [Region(text, 0, len(text))],
-        Terms("granite tower"),
+        Terms("granite castle"),  # one term of two: too weak to decide
         ["dense"],
         _bag_of_words(["The granite tower stood here."])[0],
         embed,

@@ -74,6 +74,11 @@ class RagidxRetriever(BaseRetriever):
     lexical_weight: float | Literal["rrf"] | None = Field(
         None, description="hybrid: BM25's weight in [0, 1], or 'rrf' (default: the index's)"
     )
+    sentences: Literal["dense", "lexical"] | None = Field(
+        None,
+        description="how metadata['match'] is chosen: dense (the index's encoder settles what the query's "
+        "words cannot; the default for the first 10 results), lexical (words only, no model call)",
+    )
     best_chunks: int | None = Field(
         None,
         ge=1,
@@ -120,6 +125,7 @@ class RagidxRetriever(BaseRetriever):
             best_chunks=self.best_chunks,
             mode=self.mode,
             lexical_weight=self.lexical_weight,
+            sentences=self.sentences,
         )
         return [self._document(r, kind) for r in results if threshold is None or r.score >= threshold]
 

@@ -76,6 +76,8 @@ def test_passages_by_default_with_their_span_and_matched_sentence(examples: Inde
     assert record.text[match["char_start"] : match["char_end"]] == match["text"]
     assert span["char_start"] <= match["char_start"] < match["char_end"] <= span["char_end"]
     assert "Eddystone" in match["terms"] and meta["snippet"] and "Eddystone" in meta["snippet"]
+    (words,) = RagidxRetriever(index=examples, k=1, sentences="lexical").invoke(query)
+    assert words.metadata["match"]["by"] == "lexical" and words.page_content == doc.page_content
 
 
 def test_search_type_document_returns_whole_documents(examples: Index) -> None:

@@ -1,0 +1,160 @@
+"""What passages cost and save: the latency a result's matched sentence adds to a query, and the
+characters a retrieval-augmented prompt carries with passages instead of whole documents.
+
+Latency: each question searched warm (model loaded, one untimed search first) ``--runs`` times with
+``sentences="lexical"`` (the query's words: no model call) and with the default (for the first 10
+results, the sentences the query's words cannot tell apart embedded with the index's encoder and
+compared with the question: ``ragidx.search.snippets``), the two
+interleaved so that both see the same machine, at ``k`` = 4 (RagidxRetriever's default) and 10
+(``ragidx query``'s), on ``--threads`` CPU threads (1: ``ragidx query``'s default); the median per
+question, then the median over questions, of wall time and of the process's CPU time (which a busy
+machine inflates less), and how many sentences were embedded.
+
+Prompt size: ``examples/langchain_rag.py``'s chain (``RagidxRetriever`` → numbered sources → the
+prompt) for each question, with ``search_type="passage"`` (the default) and ``"document"``: the
+characters of the whole prompt an LLM would receive.
+
+    ragidx ingest ../shared/data/paul_graham_essays/essays --index /tmp/essays   # default model
+    python benchmarks/passages.py --index /tmp/essays                            # table
+    python benchmarks/passages.py --index /tmp/essays --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from ragidx import Index
+from ragidx.integrations.langchain import RagidxRetriever
+from ragidx.search import snippets
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "langchain_rag.py"
+QUESTIONS = [  # about the Paul Graham essays (the needle-in-a-haystack filler)
+    "Why should the government create a visa for startup founders?",
+    "What did the author work on before college?",
+    "How do you get good startup ideas?",
+    "Why are some programming languages more powerful than others?",
+    "What makes a city a good place for startups?",
+    "How should founders think about raising money from investors?",
+]
+
+
+def example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("langchain_rag", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def latency(index: Index, questions: list[str], k: int, runs: int) -> dict[str, Any]:
+    """Median search time (ms) with lexical and with dense sentences, and sentences embedded."""
+    embedded: list[int] = []
+    original = index.encoder.embed
+
+    def counting(texts: Any, role: Any = "query") -> Any:
+        if role == "document":
+            embedded.append(len(texts))
+        return original(texts, role=role)
+
+    index.encoder.embed = counting  # type: ignore[method-assign]
+    medians: dict[str, list[float]] = {f"{s}_{c}": [] for s in ("lexical", "dense") for c in ("ms", "cpu_ms")}
+    for question in questions:
+        for sentences in ("lexical", "dense"):
+            index.search(question, k=k, sentences=sentences)  # type: ignore[typeddict-item]
+        times: dict[str, list[float]] = {key: [] for key in medians}
+        for _ in range(runs):
+            for sentences in ("lexical", "dense"):
+                wall, cpu = time.perf_counter(), time.process_time()
+                index.search(question, k=k, sentences=sentences)  # type: ignore[typeddict-item]
+                times[f"{sentences}_ms"].append(1000 * (time.perf_counter() - wall))
+                times[f"{sentences}_cpu_ms"].append(1000 * (time.process_time() - cpu))
+        for key, values in times.items():
+            medians[key].append(statistics.median(values))
+    index.encoder.embed = original  # type: ignore[method-assign]
+    out: dict[str, Any] = {key: statistics.median(values) for key, values in medians.items()}
+    return {"k": k, **out, "sentences_per_search": statistics.median(embedded) if embedded else 0}
+
+
+def prompt_sizes(index: Index, questions: list[str], k: int) -> list[dict[str, Any]]:
+    chain = example().build_chain
+    rows = []
+    for question in questions:
+        row: dict[str, Any] = {"question": question}
+        for kind in ("passage", "document"):
+            retriever = RagidxRetriever(index=index, k=k, search_type=kind)
+            prompt = chain(retriever).invoke(question)
+            row[kind] = sum(len(str(message.content)) for message in prompt.to_messages())
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--index", type=Path, required=True, help="an index of the essays (default model)")
+    parser.add_argument("--runs", type=int, default=5, help="timed searches per question and setting")
+    parser.add_argument("-k", type=int, default=3, help="sources per prompt (the example's default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch and FAISS CPU threads (0: default)")
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of tables")
+    args = parser.parse_args()
+    if args.threads:
+        import faiss
+        import torch
+
+        torch.set_num_threads(args.threads)
+        faiss.omp_set_num_threads(args.threads)
+    index = Index.open(args.index)
+    timed = [latency(index, QUESTIONS, k, args.runs) for k in (4, 10)]
+    sizes = prompt_sizes(index, QUESTIONS, args.k)
+    result = {
+        "index": str(args.index),
+        "documents": len(index),
+        "cpu_count": os.cpu_count(),
+        "threads": args.threads,
+        "load_average": os.getloadavg(),
+        "dense_ranks": snippets.DENSE_RANKS,
+        "latency": timed,
+        "prompt_k": args.k,
+        "prompts": sizes,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(
+        f"{result['documents']} documents, {result['cpu_count']} CPUs, {args.threads} thread(s), "
+        f"load average {', '.join(f'{x:.1f}' for x in result['load_average'])}\n"
+    )
+    print(
+        "| k | sentences embedded | lexical: wall ms (CPU ms) | dense: wall ms (CPU ms) "
+        "| added: wall ms (CPU ms) |"
+    )
+    print("|---|---|---|---|---|")
+    for row in timed:
+        added, added_cpu = row["dense_ms"] - row["lexical_ms"], row["dense_cpu_ms"] - row["lexical_cpu_ms"]
+        print(
+            f"| {row['k']} | {row['sentences_per_search']:.0f} | {row['lexical_ms']:.1f} "
+            f"({row['lexical_cpu_ms']:.1f}) | {row['dense_ms']:.1f} ({row['dense_cpu_ms']:.1f}) "
+            f"| {added:.1f} ({added_cpu:.1f}) |"
+        )
+    print(f"\n| question (k = {args.k}) | prompt with passages | with whole documents | ratio |")
+    print("|---|---|---|---|")
+    for row in sizes:
+        print(
+            f"| {row['question']} | {row['passage']:,} | {row['document']:,} "
+            f"| {row['document'] / row['passage']:.1f}× |"
+        )
+    total_p, total_d = sum(r["passage"] for r in sizes), sum(r["document"] for r in sizes)
+    print(f"| all | {total_p:,} | {total_d:,} | {total_d / total_p:.1f}× |")
+
+
+if __name__ == "__main__":
+    main()
