@@ -57,7 +57,7 @@ class IngestOptions(BaseModel):
 
 
 QUERY_THREADS = 1  # torch/FAISS CPU threads for queries: the fastest for one short query on a busy
-# machine (benchmarks/serve.py: 27 ms at 1 thread against 170 ms at 2 on 2 loaded cores)
+# machine (benchmarks/serve.py: 62 ms at 1 thread against 843 ms at 2 on 2 shared cores)
 
 
 class ServeOptions(BaseModel):
