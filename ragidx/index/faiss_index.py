@@ -6,6 +6,9 @@ format, never pickle); where faiss has GPU support and CUDA devices exist, a GPU
 searches. Any factory string works (``Flat``, ``HNSW32``, ``IVF256,Flat``, ``IVF1024,PQ32`` …): an
 ``IDMap2`` layer gives every vector the store's id; factories that need training are trained on the
 vectors of the first commit; factories that cannot remove vectors (HNSW) are rebuilt without them.
+Removals are queued and done in one pass at the next read of the index (a search, a save, its ids):
+removing one document's vectors costs O(n) in FAISS, so an ingest that replaces n documents would
+otherwise cost O(n²).
 """
 
 from __future__ import annotations
@@ -23,10 +26,23 @@ class FaissIndex:
     """An ``IDMap2`` FAISS index over L2-normalised vectors (inner product = cosine)."""
 
     def __init__(self, index: faiss.Index, config: FaissConfig):
-        self.index = index
+        self._index = index
         self.config = config
         self._search_index: faiss.Index | None = None
         self.on_gpu = False
+        self._removing: list[np.ndarray] = []  # ids removed since the last read, removed in one pass
+        self._removing_ids: set[int] = set()
+
+    @property
+    def index(self) -> faiss.Index:
+        """The CPU FAISS index, queued removals done."""
+        if self._removing:
+            self._remove_queued()
+        return self._index
+
+    @property
+    def is_trained(self) -> bool:
+        return bool(self._index.is_trained)
 
     @classmethod
     def create(cls, dim: int, config: FaissConfig) -> FaissIndex:
@@ -80,9 +96,12 @@ class FaissIndex:
         if len(vectors) == 0:
             return
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if not self.index.is_trained:
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if not self._removing_ids.isdisjoint(ids.tolist()):  # an id queued for removal comes back
+            self._remove_queued()
+        if not self._index.is_trained:
             self.train(vectors)
-        self.index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
+        self._index.add_with_ids(vectors, ids)
         self._search_index = None
 
     def train(self, vectors: np.ndarray) -> None:
@@ -97,12 +116,18 @@ class FaissIndex:
             ) from exc
 
     def remove(self, ids: np.ndarray) -> None:
-        """Remove vectors by id. Indexes FAISS cannot remove from in place are rebuilt from the
+        """Remove vectors by id (queued: done at the next read, all at once)."""
+        if len(ids):
+            self._removing.append(np.asarray(ids, dtype=np.int64))
+            self._removing_ids.update(self._removing[-1].tolist())
+            self._search_index = None
+
+    def _remove_queued(self) -> None:
+        """Remove the queued ids. Indexes FAISS cannot remove from in place are rebuilt from the
         others, keeping their training: HNSW (no removal) and IVF (IDMap2 would renumber its
         internal ids while the inverted lists keep the old ones, mislabelling every later vector)."""
-        if len(ids) == 0:
-            return
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        ids = np.unique(np.concatenate(self._removing))
+        self._removing, self._removing_ids = [], set()
         try:
             if _ivf(self.index) is not None:
                 raise RuntimeError("IVF: rebuild")
@@ -113,7 +138,7 @@ class FaissIndex:
             fresh = faiss.clone_index(self.index)
             fresh.reset()  # empty, still trained
             fresh.add_with_ids(vectors, keep)
-            self.index = fresh
+            self._index = fresh
         self._search_index = None
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:

@@ -66,7 +66,7 @@ class ShardedFaissIndex:
         if len(vectors) == 0:
             return
         first = self.shards[0]
-        if not first.index.is_trained:
+        if not first.is_trained:
             first.train(vectors)
             self.shards = [first] + [
                 FaissIndex(faiss.clone_index(first.index), self.config) for _ in self.shards[1:]

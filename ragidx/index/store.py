@@ -11,7 +11,9 @@ Two tables (pyarrow, Parquet on disk; no pickle):
   document-level vector of a hybrid index (``[long_doc] hybrid``, kept in the second FAISS index,
   see ``ragidx.index.directory``) has ordinal ``-1`` and spans the tokens its plan covers.
 
-Mutations are buffered and applied when the tables are next read or written.
+Mutations are buffered and applied when the tables are next read whole or written: adding or
+removing a document, and reading one document's hash or record, cost O(1) (after one O(n) index
+of the stored rows), so an ingest that adds or replaces n documents costs O(n), not O(n²).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ VECTOR_SCHEMA = pa.schema(
 )
 
 DOCUMENT_LEVEL = -1  # the ordinal of a hybrid index's document-level vector (chunks: 0, 1, …)
+_NO_VECTORS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
 
 
 @dataclass
@@ -102,10 +105,11 @@ class Store:
     def __init__(self, documents: pa.Table, vectors: pa.Table):
         self._documents = documents
         self._vectors = vectors
-        self._new_docs: list[dict[str, Any]] = []
-        self._new_ids: dict[str, int] = {}  # a document added since the last _apply → its row in _new_docs
-        self._new_vectors: list[dict[str, Any]] = []
-        self._removed: set[str] = set()
+        # documents added since the last _apply, in the order added: doc id → its row, its vector rows
+        self._new_docs: dict[str, dict[str, Any]] = {}
+        self._new_vectors: dict[str, list[dict[str, Any]]] = {}
+        self._removed: set[str] = set()  # applied documents to drop at the next _apply
+        # indexes of the applied tables, built when first needed
         self._doc_rows: dict[str, int] | None = None
         self._vid_rows: dict[int, int] | None = None
         self._doc_vectors: dict[str, tuple[np.ndarray, np.ndarray]] | None = None  # doc id → vids, ordinals
@@ -143,22 +147,25 @@ class Store:
     # ----------------------------------------------------------------------------- mutations
     def add(self, document: DocumentRecord, vectors: list[VectorRecord]) -> None:
         """Queue a document (applied at the next read that needs it: adding n documents costs
-        O(n), not O(n²); the rows of documents already applied do not move)."""
-        self._new_ids[document.doc_id] = len(self._new_docs)
-        self._new_docs.append(document.to_row())
-        self._new_vectors.extend(asdict(v) for v in vectors)
-        self._vid_rows = self._doc_vectors = None
+        O(n), not O(n²); the rows of documents already applied do not move). A document with the
+        same id queued since the last read is replaced."""
+        self._new_docs.pop(document.doc_id, None)  # re-queued: goes to the end
+        self._new_vectors.pop(document.doc_id, None)
+        self._new_docs[document.doc_id] = document.to_row()
+        self._new_vectors[document.doc_id] = [asdict(v) for v in vectors]
 
     def remove(self, doc_ids: set[str]) -> np.ndarray:
-        """Drop documents; returns the vector ids that belonged to them."""
-        if not doc_ids:
-            return np.zeros(0, dtype=np.int64)
-        self._apply()
-        mask = pc.is_in(self._vectors["doc_id"], value_set=pa.array(sorted(doc_ids)))
-        vids: np.ndarray = self._vectors.filter(mask)["vid"].to_numpy()
-        self._removed |= doc_ids
-        self._doc_rows = self._vid_rows = self._doc_vectors = None
-        return vids
+        """Drop documents (unknown ids are ignored); returns the vector ids that belonged to them,
+        sorted. O(1) per document: the applied tables are filtered at the next whole read."""
+        vids: list[int] = []
+        for doc_id in doc_ids:
+            if doc_id in self._new_docs:
+                del self._new_docs[doc_id]
+                vids += (row["vid"] for row in self._new_vectors.pop(doc_id))
+            elif doc_id not in self._removed and doc_id in self._applied_rows():
+                self._removed.add(doc_id)
+                vids += self._applied_vectors().get(doc_id, _NO_VECTORS)[0].tolist()
+        return np.sort(np.asarray(vids, dtype=np.int64))
 
     # ----------------------------------------------------------------------------- reads
     @property
@@ -173,16 +180,20 @@ class Store:
 
     def sha256(self, doc_id: str) -> str | None:
         """The document's content hash (None: not in the store); answered without applying
-        queued documents, so an ingest's per-document check stays O(1)."""
-        if doc_id in self._new_ids:
-            return str(self._new_docs[self._new_ids[doc_id]]["sha256"])
-        if doc_id in self._removed:
-            return None
-        row = self._applied_rows().get(doc_id)
+        queued changes, so an ingest's per-document check stays O(1)."""
+        if doc_id in self._new_docs:
+            return str(self._new_docs[doc_id]["sha256"])
+        row = self._applied_row(doc_id)
         return None if row is None else str(self._documents["sha256"][row].as_py())
 
     def document(self, doc_id: str) -> DocumentRecord:
-        row = self._doc_index()[doc_id]
+        """One document's record (KeyError: not in the store); O(1), without applying queued
+        changes."""
+        if doc_id in self._new_docs:
+            return DocumentRecord.from_row(self._new_docs[doc_id])
+        row = self._applied_row(doc_id)
+        if row is None:
+            raise KeyError(doc_id)
         return DocumentRecord.from_row(self._documents.slice(row, 1).to_pylist()[0])
 
     def vector(self, vid: int) -> VectorRecord:
@@ -203,14 +214,7 @@ class Store:
     def document_vids(self, doc_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(vector ids, ordinals) of one document's vectors, in row order (empty: unknown id)."""
         self._apply()
-        if self._doc_vectors is None:
-            vids, ordinals = self._vectors["vid"].to_numpy(), self._vectors["ordinal"].to_numpy()
-            rows: dict[str, list[int]] = {}
-            for row, owner in enumerate(self._vectors["doc_id"].to_pylist()):
-                rows.setdefault(owner, []).append(row)
-            self._doc_vectors = {d: (vids[r], ordinals[r]) for d, r in rows.items()}
-        empty = np.zeros(0, dtype=np.int64)
-        return self._doc_vectors.get(doc_id, (empty, empty.astype(np.int32)))
+        return self._applied_vectors().get(doc_id, _NO_VECTORS)
 
     def vector_doc_ids(self) -> list[str]:
         """The document of every vector row, in row order."""
@@ -255,28 +259,38 @@ class Store:
             self._documents = self._documents.filter(pc.invert(pc.is_in(self._documents["doc_id"], gone)))
             self._vectors = self._vectors.filter(pc.invert(pc.is_in(self._vectors["doc_id"], gone)))
             self._removed = set()
-            self._doc_rows = None
+            self._doc_rows = self._vid_rows = self._doc_vectors = None
         if self._new_docs:
-            new = pa.Table.from_pylist(self._new_docs, schema=DOCUMENT_SCHEMA)
+            new = pa.Table.from_pylist(list(self._new_docs.values()), schema=DOCUMENT_SCHEMA)
             if self._doc_rows is not None:  # appended rows: extend the index instead of rebuilding it
                 base = self._documents.num_rows
-                self._doc_rows.update({d: base + i for d, i in self._new_ids.items()})
+                self._doc_rows.update({d: base + i for i, d in enumerate(self._new_docs)})
             self._documents = pa.concat_tables([self._documents, new])
-            self._new_docs, self._new_ids = [], {}
-        if self._new_vectors:
-            new = pa.Table.from_pylist(self._new_vectors, schema=VECTOR_SCHEMA)
+            rows = [row for doc_rows in self._new_vectors.values() for row in doc_rows]
+            new = pa.Table.from_pylist(rows, schema=VECTOR_SCHEMA)
             self._vectors = pa.concat_tables([self._vectors, new])
-            self._new_vectors = []
+            self._new_docs, self._new_vectors = {}, {}
+            self._vid_rows = self._doc_vectors = None
 
-    def _doc_index(self) -> dict[str, int]:
-        self._apply()
-        return self._applied_rows()
+    def _applied_row(self, doc_id: str) -> int | None:
+        """The document's row in the applied table (None: absent, or removed since)."""
+        return None if doc_id in self._removed else self._applied_rows().get(doc_id)
 
     def _applied_rows(self) -> dict[str, int]:
-        """Document id → row in the applied table (queued documents are not in it)."""
+        """Document id → row in the applied table (queued changes are not in it)."""
         if self._doc_rows is None:
             self._doc_rows = {d: i for i, d in enumerate(self._documents["doc_id"].to_pylist())}
         return self._doc_rows
+
+    def _applied_vectors(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Document id → (vector ids, ordinals) in the applied vector table, in row order."""
+        if self._doc_vectors is None:
+            vids, ordinals = self._vectors["vid"].to_numpy(), self._vectors["ordinal"].to_numpy()
+            rows: dict[str, list[int]] = {}
+            for row, owner in enumerate(self._vectors["doc_id"].to_pylist()):
+                rows.setdefault(owner, []).append(row)
+            self._doc_vectors = {d: (vids[r], ordinals[r]) for d, r in rows.items()}
+        return self._doc_vectors
 
     def _vid_index(self) -> dict[int, int]:
         self._apply()

@@ -185,6 +185,36 @@ def test_flat_remove_and_missing_ids() -> None:
     assert index.ntotal == 28
 
 
+@pytest.mark.parametrize("factory", ["Flat", "HNSW32", "IVF4,Flat"])
+def test_removals_are_queued_and_done_in_one_pass(factory: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replacing n documents removes their vectors one document at a time: FAISS removes (or
+    rebuilds) once, at the next read, not n times (each O(index size))."""
+    n = 300
+    base, ids = _unit(n, seed=5), _ids(n)
+    index = FaissIndex.create(DIM, FaissConfig(factory=factory))
+    index.add(base, ids)
+    passes: list[int] = []
+    real = FaissIndex._remove_queued
+
+    def counted(self: FaissIndex) -> None:
+        passes.append(1)
+        real(self)
+
+    monkeypatch.setattr(FaissIndex, "_remove_queued", counted)
+    for k in range(0, 60, 2):
+        index.remove(ids[k : k + 2])
+        index.add(base[k : k + 2], ids[k : k + 2] + 1)  # the new versions, under new ids
+    assert passes == []
+    kept = np.concatenate([ids[60:], ids[:60] + 1])
+    assert index.ntotal == n and sorted(index.ids().tolist()) == sorted(kept.tolist())
+    assert passes == [1]
+    index.remove(ids[60:62])
+    index.add(base[60:61], ids[60:61])  # an id queued for removal comes back: removed first
+    assert passes == [1, 1] and index.ntotal == n - 1
+    _, top1 = index.search(base[60:61], 1)
+    assert top1[0, 0] == ids[60]
+
+
 def test_ivf_trains_on_first_add_and_searches_exactly() -> None:
     n = 400
     base, ids = _unit(n, seed=4), _ids(n)

@@ -203,3 +203,33 @@ def test_from_bytes_other_schema_raises() -> None:
         Store.from_bytes(good_docs, narrowed, "some/index")
     # the schemas the store writes are accepted
     assert Store.from_bytes(_parquet(DOCUMENT_SCHEMA.empty_table()), good_vecs, "x").n_vectors == 7
+
+
+def test_replacing_documents_one_by_one_filters_the_tables_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ingest replaces changed documents one at a time (remove, then add): each step is O(1),
+    the tables are filtered once at the next whole read (was: once per document, O(n²))."""
+    import ragidx.index.store as store_module
+
+    store = Store.empty()
+    for i in range(200):
+        store.add(_doc(f"d{i}"), _vecs(f"d{i}", [2 * i, 2 * i + 1]))
+    assert store.n_documents == 200
+    filters = [0]
+    real_is_in = store_module.pc.is_in
+
+    def counted(*args: object, **kwargs: object) -> object:
+        filters[0] += 1
+        return real_is_in(*args, **kwargs)
+
+    monkeypatch.setattr(store_module.pc, "is_in", counted)
+    for i in range(0, 200, 2):  # every other document changes
+        assert store.remove({f"d{i}"}).tolist() == [2 * i, 2 * i + 1]
+        store.add(_doc(f"d{i}", sha256=f"new-{i}"), _vecs(f"d{i}", [400 + i, 401 + i]))
+        assert store.sha256(f"d{i}") == f"new-{i}" and store.document(f"d{i}").sha256 == f"new-{i}"
+        assert store.document(f"d{i + 1}").sha256 == f"sha-d{i + 1}"
+    assert store.remove({"d2"}).tolist() == [402, 403]  # a queued replacement, removed again
+    assert filters[0] == 0
+    unchanged, replaced = range(1, 200, 2), [i for i in range(0, 200, 2) if i != 2]
+    assert store.doc_ids() == [f"d{i}" for i in [*unchanged, *replaced]]
+    assert filters[0] == 2  # documents and vectors, filtered once
+    assert store.document_vids("d4")[0].tolist() == [404, 405] and store.n_vectors == 398
