@@ -2,9 +2,10 @@
 characters a retrieval-augmented prompt carries with passages instead of whole documents.
 
 Latency: each question searched warm (model loaded, one untimed search first) ``--runs`` times with
-``sentences="lexical"`` (the query's words: no model call) and with the default (for the first 10
-results, the sentences the query's words cannot tell apart embedded with the index's encoder and
-compared with the question: ``ragidx.search.snippets``), the two
+``sentences="lexical"`` (the query's words: no model call), with the default (the sentences the
+query's words cannot tell apart embedded with the index's encoder and compared with the question,
+at most ``DENSE_BUDGET`` = 32 per query, top results first: ``ragidx.search.snippets``) and with
+``sentences="dense"`` (no budget), the three
 interleaved so that both see the same machine, at ``k`` = 4 (RagidxRetriever's default) and 10
 (``ragidx query``'s), on ``--threads`` CPU threads (1: ``ragidx query``'s default); the median per
 question, then the median over questions, of wall time and of the process's CPU time (which a busy
@@ -56,8 +57,11 @@ def example() -> ModuleType:
     return module
 
 
+SETTINGS: dict[str, str | None] = {"lexical": "lexical", "default": None, "dense": "dense"}
+
+
 def latency(index: Index, questions: list[str], k: int, runs: int) -> dict[str, Any]:
-    """Median search time (ms) with lexical and with dense sentences, and sentences embedded."""
+    """Per setting: the median search time (wall and CPU ms) and sentences embedded per search."""
     embedded: list[int] = []
     original = index.encoder.embed
 
@@ -67,22 +71,25 @@ def latency(index: Index, questions: list[str], k: int, runs: int) -> dict[str, 
         return original(texts, role=role)
 
     index.encoder.embed = counting  # type: ignore[method-assign]
-    medians: dict[str, list[float]] = {f"{s}_{c}": [] for s in ("lexical", "dense") for c in ("ms", "cpu_ms")}
+    medians: dict[str, list[float]] = {
+        f"{n}_{c}": [] for n in SETTINGS for c in ("ms", "cpu_ms", "sentences")
+    }
     for question in questions:
-        for sentences in ("lexical", "dense"):
+        for sentences in SETTINGS.values():
             index.search(question, k=k, sentences=sentences)  # type: ignore[typeddict-item]
         times: dict[str, list[float]] = {key: [] for key in medians}
         for _ in range(runs):
-            for sentences in ("lexical", "dense"):
+            for name, sentences in SETTINGS.items():
+                embedded.clear()
                 wall, cpu = time.perf_counter(), time.process_time()
                 index.search(question, k=k, sentences=sentences)  # type: ignore[typeddict-item]
-                times[f"{sentences}_ms"].append(1000 * (time.perf_counter() - wall))
-                times[f"{sentences}_cpu_ms"].append(1000 * (time.process_time() - cpu))
+                times[f"{name}_ms"].append(1000 * (time.perf_counter() - wall))
+                times[f"{name}_cpu_ms"].append(1000 * (time.process_time() - cpu))
+                times[f"{name}_sentences"].append(sum(embedded))
         for key, values in times.items():
             medians[key].append(statistics.median(values))
     index.encoder.embed = original  # type: ignore[method-assign]
-    out: dict[str, Any] = {key: statistics.median(values) for key, values in medians.items()}
-    return {"k": k, **out, "sentences_per_search": statistics.median(embedded) if embedded else 0}
+    return {"k": k, **{key: statistics.median(values) for key, values in medians.items()}}
 
 
 def prompt_sizes(index: Index, questions: list[str], k: int) -> list[dict[str, Any]]:
@@ -121,7 +128,7 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "threads": args.threads,
         "load_average": os.getloadavg(),
-        "dense_ranks": snippets.DENSE_RANKS,
+        "dense_budget": snippets.DENSE_BUDGET,
         "latency": timed,
         "prompt_k": args.k,
         "prompts": sizes,
@@ -133,18 +140,16 @@ def main() -> None:
         f"{result['documents']} documents, {result['cpu_count']} CPUs, {args.threads} thread(s), "
         f"load average {', '.join(f'{x:.1f}' for x in result['load_average'])}\n"
     )
-    print(
-        "| k | sentences embedded | lexical: wall ms (CPU ms) | dense: wall ms (CPU ms) "
-        "| added: wall ms (CPU ms) |"
-    )
-    print("|---|---|---|---|---|")
+    print("| k | sentences | wall ms | CPU ms | sentences embedded | added: wall ms | added: CPU ms |")
+    print("|---|---|---|---|---|---|---|")
     for row in timed:
-        added, added_cpu = row["dense_ms"] - row["lexical_ms"], row["dense_cpu_ms"] - row["lexical_cpu_ms"]
-        print(
-            f"| {row['k']} | {row['sentences_per_search']:.0f} | {row['lexical_ms']:.1f} "
-            f"({row['lexical_cpu_ms']:.1f}) | {row['dense_ms']:.1f} ({row['dense_cpu_ms']:.1f}) "
-            f"| {added:.1f} ({added_cpu:.1f}) |"
-        )
+        for name in SETTINGS:
+            added = row[f"{name}_ms"] - row["lexical_ms"]
+            added_cpu = row[f"{name}_cpu_ms"] - row["lexical_cpu_ms"]
+            print(
+                f"| {row['k']} | {name} | {row[f'{name}_ms']:.1f} | {row[f'{name}_cpu_ms']:.1f} "
+                f"| {row[f'{name}_sentences']:.0f} | {added:.1f} | {added_cpu:.1f} |"
+            )
     print(f"\n| question (k = {args.k}) | prompt with passages | with whole documents | ratio |")
     print("|---|---|---|---|")
     for row in sizes:

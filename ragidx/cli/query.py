@@ -175,8 +175,8 @@ def query_command(
         typer.Option(
             "--sentences",
             help="How each snippet's sentence is chosen: dense (the index's model compares the sentences "
-            "the question's words cannot tell apart; default for one question), lexical (the words "
-            "alone: no model call; default for --queries).",
+            "the question's words cannot tell apart, every result; by default up to 32 sentences, top "
+            "results first), lexical (the words alone: no model call; default for --queries).",
             show_default=False,
         ),
     ] = None,
@@ -195,8 +195,9 @@ def query_command(
 
     Each result shows the sentence of its best chunk most similar to the question (bold) and the
     question's words in it (underlined). The words decide when one sentence holds the most of them;
-    otherwise, for one question's first 10 results, the index's model compares the undecided
-    sentences with the question (--sentences lexical: never; --queries batches: words only).
+    otherwise the index's model compares the undecided sentences with the question, at most 32
+    sentences per question, top results first (--sentences lexical: never; --queries: words only;
+    --sentences dense: no limit).
 
     Examples:  ragidx query "how do bees communicate?" -k 5 ;
     ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3 ;

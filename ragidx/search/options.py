@@ -33,8 +33,8 @@ class SearchOptions:
     (None: the manifest's). ``sentences``: how each result's matched sentence (and so its
     snippet) is chosen where the query's words cannot decide: ``dense`` (those sentences embedded by
     the index's encoder, compared with the query), ``lexical`` (words only, no model call); None:
-    dense for the first 10 results of a single query the index embeds, else lexical (see
-    ``ragidx.search.snippets``). It never changes the ranking."""
+    dense within a budget of 32 sentences embedded (results in rank order) for a single query the
+    index embeds, else lexical (see ``ragidx.search.snippets``). It never changes the ranking."""
 
     where: Where | None = None
     per: Per = "document"

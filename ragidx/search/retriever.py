@@ -46,7 +46,7 @@ from ragidx.errors import ConfigError
 from ragidx.search.fusion import best_mean, fuse, fuse_lexical
 from ragidx.search.options import Mode, Per, SearchOptions, Where
 from ragidx.search.passages import lexical_chunk, passage_span
-from ragidx.search.snippets import DENSE_RANKS, MatchInfo, Region, Terms, describe, match, render
+from ragidx.search.snippets import DENSE_BUDGET, MatchInfo, Region, Terms, describe, match, render
 
 if TYPE_CHECKING:
     from ragidx.index.directory import Index
@@ -171,21 +171,16 @@ class Retriever:
                 self._with_lexical(mode, q, None if vectors is None else vectors[i], k, options)
                 for i, q in enumerate(queries)
             ]
-        dense = self._dense_ranks(options, len(queries), embedded and vectors is not None, k)
+        if options.sentences is None:  # see SearchOptions.sentences
+            dense, budget = embedded and vectors is not None and len(queries) == 1, DENSE_BUDGET
+        else:
+            dense, budget = options.sentences == "dense", None
         if dense and vectors is None:
             vectors, _ = self.index.encoder.embed(list(queries), role="query")
         return [
-            self._results(query, h, None if vectors is None else vectors[i], dense)
+            self._results(query, h, None if vectors is None else vectors[i], dense, budget)
             for i, (query, h) in enumerate(zip(queries, hits, strict=True))
         ]
-
-    @staticmethod
-    def _dense_ranks(options: SearchOptions, n_queries: int, embedded: bool, k: int) -> int:
-        """How many of each query's results get their sentence by the encoder (the rest: lexically);
-        see :class:`~ragidx.search.options.SearchOptions` ``sentences``."""
-        if options.sentences is None:
-            return DENSE_RANKS if embedded and n_queries == 1 else 0
-        return k if options.sentences == "dense" else 0
 
     def mode(self, options: SearchOptions) -> Mode:
         """The search mode ``options`` ask for (None: hybrid where there is a lexical index)."""
@@ -449,7 +444,7 @@ class Retriever:
         return out
 
     def _results(
-        self, query: str, hits: list[Hit], vector: np.ndarray | None, dense_ranks: int
+        self, query: str, hits: list[Hit], vector: np.ndarray | None, dense: bool, budget: int | None
     ) -> list[SearchResult]:
         """The results of one query: each hit's document, span, passage, matched sentence, snippet."""
         lexical = self.index.lexical
@@ -473,8 +468,8 @@ class Retriever:
             Region(doc.text, *(chars or (0, len(doc.text))))
             for (_, doc, _), chars in zip(found, spans, strict=True)
         ]
-        by: list[By] = ["dense" if rank < dense_ranks else "lexical" for rank in range(len(found))]
-        matched = match(regions, terms, by, vector, self._embed_sentences)
+        by: list[By] = ["dense" if dense else "lexical"] * len(found)
+        matched = match(regions, terms, by, vector, self._embed_sentences, budget)
         results = []
         for rank, ((hit, doc, span), chars, sentence) in enumerate(
             zip(found, spans, matched, strict=True), start=1

@@ -10,8 +10,8 @@ with their character spans.
 
 :func:`match` picks the sentence most similar to the query. The query's words decide when they
 can: the sentence holding the most distinct query terms is the match when that is all of the
-query's terms or at least two, and no other sentence holds as many. Otherwise (a tie, or no
-sentence holding more than one of several terms: a paraphrase, text that shares no word), one of:
+query's terms, or at least two and half of them, and no other sentence holds as many. Otherwise
+(a tie, or no sentence holding that many: a paraphrase, text that shares few words), one of:
 
 * ``dense`` — the highest cosine between the query vector and the undecided sentences, each
   embedded alone by the index's own encoder (document prompt); at most ``DENSE_SENTENCES`` of them
@@ -23,9 +23,11 @@ So the encoder runs only where words cannot decide, which keeps the cost of a qu
 (``benchmarks/passages.py``).
 
 By default (``SearchOptions.sentences`` None) a single query that the index's encoder embedded
-(``Index.search``, ``ragidx query TEXT``, the LangChain retriever) gets dense sentences for its first
-``DENSE_RANKS`` results; batches, caller-made vectors and lexical mode (no model loaded) get lexical
-ones. Every result says which (``match.by``).
+(``Index.search``, ``ragidx query TEXT``, the LangChain retriever) gets dense sentences within a
+budget of ``DENSE_BUDGET`` sentences embedded, about one chunk's worth of tokens, spent on its
+results in rank order (later results fall back to lexical); batches, caller-made vectors and lexical
+mode (no model loaded) get lexical ones; ``sentences="dense"`` has no budget. Every result says
+which (``match.by``).
 
 :func:`render` builds the snippet shown to a person: the matched sentence first, followed (then
 preceded by whole sentences) up to ``width`` characters, whitespace collapsed, ``…`` where text was
@@ -51,7 +53,7 @@ SNIPPET_CHARS = 240
 MIN_SENTENCE_CHARS = 12  # shorter fragments ("# Notes", "[1]", "Related:") are never the match
 MAX_SENTENCE_CHARS = 400  # longer runs (no punctuation: lists, code, tables) are cut at a space
 DENSE_SENTENCES = 48  # most sentences of one hit embedded to find the one that matched
-DENSE_RANKS = 10  # sentences="dense" by default: for a single query's first this many results
+DENSE_BUDGET = 32  # by default, the most sentences embedded for one query (its results in rank order)
 PASSAGE_CHARS = 2000  # a hit without a chunk, longer than 1.5× this, is passed on as this much text
 
 Span = tuple[int, int]
@@ -187,9 +189,12 @@ def match(
     by: Sequence[By],
     query_vector: np.ndarray | None = None,
     embed: Embed | None = None,
+    budget: int | None = None,
 ) -> list[Match | None]:
     """The best sentence of each region (None: a region without text), ``by[i]`` choosing how; the
-    sentences of every dense region are embedded in one call of ``embed``."""
+    sentences of every dense region are embedded in one call of ``embed``. ``budget``: at most this
+    many sentences embedded in all, spent on the regions in order (a region gets what is left, its
+    sentences sharing the most query words first; with fewer than two left, the words decide)."""
     found: list[tuple[list[Span], list[tuple[Span, frozenset[str]]], list[tuple[int, int]]]] = []
     for region in regions:
         spans = sentences(region.text, region.start, region.end)
@@ -199,8 +204,9 @@ def match(
     texts: list[str] = []
     for i, (region, (spans, _, lexical)) in enumerate(zip(regions, found, strict=True)):
         open_ = _undecided(lexical, _eligible(spans), len(terms.wanted)) if spans else []
-        if by[i] == "dense" and len(open_) > 1:
-            chosen = _candidates(lexical, open_)
+        left = DENSE_SENTENCES if budget is None else min(DENSE_SENTENCES, budget - len(texts))
+        if by[i] == "dense" and len(open_) > 1 and left > 1:
+            chosen = _candidates(lexical, open_, left)
             dense.append((i, chosen))
             texts += [" ".join(region.text[lo:hi].split()) for lo, hi in (spans[c] for c in chosen)]
     cosines: dict[int, dict[int, float]] = {}
@@ -244,10 +250,10 @@ def _lexical(spans: list[Span], marks: list[tuple[Span, frozenset[str]]]) -> lis
 
 def _undecided(lexical: list[tuple[int, int]], eligible: list[int], n_terms: int) -> list[int]:
     """The sentences the query's words cannot tell apart: those holding the most distinct query
-    terms when that is all of them or at least two (a tie needs the encoder; one is the match),
-    else every eligible sentence (no word, or one of several, is too weak to decide)."""
+    terms when that is all of them, or at least two and half of them (a tie needs the encoder; one
+    is the match), else every eligible sentence (fewer words are too weak to decide)."""
     most = max(lexical[c][0] for c in eligible)
-    if n_terms == 0 or most < min(2, n_terms):
+    if n_terms == 0 or (most < n_terms and most < max(2, (n_terms + 1) // 2)):
         return eligible
     return [c for c in eligible if lexical[c][0] == most]
 
@@ -258,13 +264,13 @@ def _eligible(spans: list[Span]) -> list[int]:
     return long or list(range(len(spans)))
 
 
-def _candidates(lexical: list[tuple[int, int]], eligible: list[int]) -> list[int]:
-    """The sentences worth embedding: all eligible, or the ``DENSE_SENTENCES`` sharing the most
-    query words."""
-    if len(eligible) <= DENSE_SENTENCES:
+def _candidates(lexical: list[tuple[int, int]], eligible: list[int], most: int) -> list[int]:
+    """The sentences worth embedding: all eligible, or the ``most`` sharing the most query words
+    (then the earliest)."""
+    if len(eligible) <= most:
         return eligible
     ranked = sorted(eligible, key=lambda c: (-lexical[c][0], -lexical[c][1], c))
-    return sorted(ranked[:DENSE_SENTENCES])
+    return sorted(ranked[:most])
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from ragidx.index.directory import Index
 from ragidx.ingestion.pipeline import ingest
 from ragidx.search.passages import with_context
 from ragidx.search.retriever import SearchResult
-from ragidx.search.snippets import DENSE_RANKS, PASSAGE_CHARS
+from ragidx.search.snippets import PASSAGE_CHARS
 from tests.conftest import long_text, tiny_config
 
 LIGHTHOUSES = [
@@ -83,23 +83,38 @@ def test_the_matched_sentence_is_found_in_the_middle_of_its_chunk(
         assert hit.match["score"] == pytest.approx(1.0, abs=1e-5)
 
 
-def test_dense_sentences_by_default_for_one_querys_first_results_only(
+def test_dense_sentences_by_default_for_one_query_within_a_budget(
     chunked: Index, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    embedded: list[int] = []
+    original = chunked.encoder.embed
+
+    def counting(texts: list[str], role: str = "query") -> tuple[np.ndarray, int]:
+        if role == "document":
+            embedded.append(len(texts))
+        return original(texts, role=role)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chunked.encoder, "embed", counting)
+    monkeypatch.setattr("ragidx.search.retriever.DENSE_BUDGET", 6)
     query = "zebra xylophone quartet"  # in no document: the words decide nothing, the encoder does
-    one = chunked.search(query, k=DENSE_RANKS + 3, mode="dense")
-    assert [h.match["by"] for h in one if h.match] == ["dense"] * DENSE_RANKS + ["lexical"] * 3
+    one = chunked.search(query, k=8, mode="dense")
+    by = [h.match["by"] for h in one if h.match]
+    assert by[0] == "dense" and by[-1] == "lexical" and by == sorted(by)  # top results first
+    assert embedded == [6]  # one call, the budget spent
+    embedded.clear()
     batch = chunked.search_many([query, "granite"], k=4, mode="dense")
-    assert {h.match["by"] for hits in batch for h in hits if h.match} == {"lexical"}
+    assert {h.match["by"] for hits in batch for h in hits if h.match} == {"lexical"} and embedded == []
     forced = chunked.search_many([query, "granite"], k=4, mode="dense", sentences="dense")
-    assert {h.match["by"] for hits in forced for h in hits if h.match} == {"dense"}
-    vectors, _ = chunked.encoder.embed([query], role="query")
+    assert {h.match["by"] for hits in forced for h in hits if h.match} == {"dense"}  # no budget
+    assert len(embedded) == 2 and all(n > 6 for n in embedded)
+    embedded.clear()
+    vectors, _ = original([query], role="query")
     by_vectors = chunked.search_by_vectors([query], vectors, k=3, mode="dense")[0]
-    assert {h.match["by"] for h in by_vectors if h.match} == {"lexical"}
+    assert {h.match["by"] for h in by_vectors if h.match} == {"lexical"} and embedded == []
     assert [h.doc_id for h in by_vectors] == [h.doc_id for h in one[:3]]
     lexical = chunked.search(query, k=3, mode="dense", sentences="lexical")
     assert [(h.doc_id, h.score) for h in lexical] == [(h.doc_id, h.score) for h in one[:3]]  # same ranking
-    assert {h.match["by"] for h in lexical if h.match} == {"lexical"}
+    assert {h.match["by"] for h in lexical if h.match} == {"lexical"} and embedded == []
 
 
 def test_a_long_document_without_chunks_passes_on_the_sentences_around_the_match(

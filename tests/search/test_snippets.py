@@ -152,6 +152,22 @@ def test_words_decide_alone_when_one_sentence_holds_the_most_terms() -> None:
     assert tied[slice(*found.sentence)] == "A granite tower by the zzz sea."
 
 
+def test_two_words_of_a_long_question_do_not_decide() -> None:
+    text = "In fact the companies they started hire workers. Update: in 2024 zzz zzz zzz the law passed."
+    query = "what changed in 2024 for people starting companies from abroad?"  # 6 terms
+    assert len(Terms(query).wanted) == 6
+    (words,) = match([Region(text, 0, len(text))], Terms(query), ["lexical"])
+    (model,) = match(
+        [Region(text, 0, len(text))],
+        Terms(query),
+        ["dense"],
+        _bag_of_words(["zzz zzz 2024"])[0],
+        _bag_of_words,
+    )
+    assert words is not None and text[slice(*words.sentence)].startswith("In fact")  # 2 terms of 6
+    assert model is not None and model.by == "dense" and text[slice(*model.sentence)].startswith("Update")
+
+
 def test_dense_match_embeds_at_most_the_cap_keeping_sentences_with_query_words() -> None:
     filler = " ".join(f"Filler sentence number {i} says nothing." for i in range(DENSE_SENTENCES + 20))
     text = f"{filler} The granite tower stood here."
@@ -170,6 +186,23 @@ def test_dense_match_embeds_at_most_the_cap_keeping_sentences_with_query_words()
     )
     assert len(seen) == DENSE_SENTENCES and "The granite tower stood here." in seen
     assert found is not None and text[slice(*found.sentence)] == "The granite tower stood here."
+
+
+def test_the_budget_is_spent_on_the_regions_in_order() -> None:
+    text = " ".join(
+        f"Sentence {word} number {i} here." for i, word in enumerate(["alpha"] * 5 + ["beta"] * 5)
+    )
+    half = text.index("Sentence beta")
+    regions = [Region(text, 0, half - 1), Region(text, half, len(text)), Region(text, 0, half - 1)]
+    seen: list[str] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        seen.extend(texts)
+        return _bag_of_words(texts)
+
+    found = match(regions, Terms("zebra"), ["dense"] * 3, _bag_of_words(["beta"])[0], embed, budget=7)
+    assert len(seen) == 7 and [f.by for f in found if f] == ["dense", "dense", "lexical"]
+    assert sum("beta" in text for text in seen) == 2  # the second region got what was left
 
 
 def test_the_snippet_starts_with_the_matched_sentence_and_marks_it_and_the_terms() -> None:

@@ -77,7 +77,7 @@ class RagidxRetriever(BaseRetriever):
     sentences: Literal["dense", "lexical"] | None = Field(
         None,
         description="how metadata['match'] is chosen: dense (the index's encoder settles what the query's "
-        "words cannot; the default for the first 10 results), lexical (words only, no model call)",
+        "words cannot; by default within 32 sentences, top results first), lexical (words only)",
     )
     best_chunks: int | None = Field(
         None,
