@@ -37,6 +37,7 @@ cut; it says where the sentence and the query's terms are in the snippet, for hi
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -151,14 +152,10 @@ class Terms:
         return found
 
 
-_DEFAULT_ANALYZER: list[Analyzer] = []
-
-
+@functools.cache
 def default_analyzer() -> Analyzer:
     """The BM25 analyzer with default settings (for an index without a lexical index)."""
-    if not _DEFAULT_ANALYZER:
-        _DEFAULT_ANALYZER.append(Analyzer(LexicalConfig()))
-    return _DEFAULT_ANALYZER[0]
+    return Analyzer(LexicalConfig())
 
 
 @dataclass(frozen=True)
