@@ -57,7 +57,7 @@ class IngestOptions(BaseModel):
 
 
 QUERY_THREADS = 1  # torch/FAISS CPU threads for queries: the fastest for one short query on a busy
-# machine (benchmarks/serve.py: 62 ms at 1 thread against 843 ms at 2 on 2 shared cores)
+# machine (benchmarks/serve.py, 2 shared cores: 64 ms at 1 thread against 173 ms at 2; busy, 215 vs 1,272)
 
 
 class ServeOptions(BaseModel):

@@ -99,10 +99,10 @@ class SearchRequest(Strict):
     )
     sentences: Literal["lexical", "dense"] = Field(
         "lexical",
-        description="how each result's matched sentence (its snippet's start) is chosen: lexical, by the "
-        "query's words (no model; the server's default, for speed); dense, by embedding the hit's "
-        "sentences with the index's model (what ragidx query does for its first 10 results; costs "
-        "one model pass over up to 48 sentences per result, see benchmarks/README.md)",
+        description="how each result's matched sentence (where its snippet starts) is chosen when the "
+        "query's words cannot decide: lexical, by the words alone (no model; the server's default, for "
+        "speed); dense, by embedding those sentences with the index's model, for every result (ragidx "
+        "query does it for its first 10; it costs model passes, see benchmarks/README.md)",
     )
     with_text: bool = Field(False, description="include each document's full text")
     with_passage: bool = Field(False, description="include the text of the passage that matched")
