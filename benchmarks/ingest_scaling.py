@@ -12,7 +12,8 @@ It prints seconds, microseconds per document and, from the second size on, the r
 previous size: about 2 per doubling is linear, about 4 quadratic. The model is a **tiny random
 BERT** (2 layers, hidden size 32, the MiniLM tokenizer), built here, so the numbers measure the
 pipeline (reading, hashing, tokenizing, planning, store, BM25, FAISS, commit) and not a real
-model's compute; ``embed`` is the part spent in the model.
+model's compute; ``embed`` is the part spent in the model, run on one thread (less noise on a
+shared machine).
 
     python benchmarks/ingest_scaling.py                        # 5k, 10k, 20k files
     python benchmarks/ingest_scaling.py --sizes 1000 2000 --json
@@ -89,6 +90,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000, 20000])
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         model = tiny_model(Path(tmp) / "tiny-bert")
