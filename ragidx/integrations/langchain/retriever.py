@@ -75,9 +75,10 @@ class RagidxRetriever(BaseRetriever):
         None, description="hybrid: BM25's weight in [0, 1], or 'rrf' (default: the index's)"
     )
     sentences: Literal["dense", "lexical"] | None = Field(
-        None,
-        description="how metadata['match'] is chosen: dense (the index's encoder settles what the query's "
-        "words cannot; by default within 32 sentences, top results first), lexical (words only)",
+        "lexical",
+        description="how metadata['match'] is chosen: lexical (default: the query's words, no model "
+        "call: the passage sent is the same either way), dense (the index's encoder settles what the "
+        "words cannot, about +0.3 s per query on a 2-core CPU), None (dense within 32 sentences)",
     )
     best_chunks: int | None = Field(
         None,
