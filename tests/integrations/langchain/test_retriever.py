@@ -59,7 +59,10 @@ def test_same_top_k_as_ragidx_query_json(example_index: Path) -> None:
 
 def test_passages_by_default_with_their_span_and_matched_sentence(examples: Index) -> None:
     query = "Who designed the Eddystone tower?"
-    (doc,) = RagidxRetriever(index=examples, k=1).invoke(query)
+    (lexical,) = RagidxRetriever(index=examples, k=1).invoke(query)  # default: by the query's words
+    assert lexical.metadata["match"]["by"] == "lexical"
+    (doc,) = RagidxRetriever(index=examples, k=1, sentences="dense").invoke(query)
+    assert doc.page_content == lexical.page_content  # the same passage either way
     record = examples.store.document("lighthouses.txt")
     meta = doc.metadata
     assert doc.id == "lighthouses.txt" and meta["doc_id"] == "lighthouses.txt"
