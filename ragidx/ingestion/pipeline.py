@@ -361,13 +361,12 @@ class _Run:
             self.skip(Skipped(item.source, "no tokens after tokenization (nothing to embed)"))
             return
         doc_plan = plan_tokens(self.encoder, tokens, self.long_doc)
-        vectors = self.checkpointed.get(digest)
+        vectors = self.checkpointed.pop(digest, None)
         if vectors is not None and len(vectors) != len(doc_plan.rows):
             vectors = None
         if vectors is None and self._checkpointed_inside(doc_plan):
             self.take_streamed(item, digest, previous is not None)
             return
-        self.checkpointed.pop(digest, None)
         self.pending.append(_Planned(item, digest, tokens, doc_plan, previous is not None, vectors))
         self.progress.planned(item, doc_plan.n_embedded)
         if vectors is not None:
@@ -455,8 +454,10 @@ class _Run:
 
     @property
     def staging(self) -> Path | None:
-        """Where an ingest keeps its temporary files (None: an index in memory)."""
-        return None if self.index.directory is None else self.index.directory / STAGING_NAME
+        """Where an ingest keeps its temporary files: the staging folder of an index directory
+        that exists (removed after the ingest), else None (the system's temporary folder)."""
+        directory = self.index.directory
+        return directory / STAGING_NAME if directory is not None and directory.is_dir() else None
 
     def warn(self, item: Skipped) -> None:
         """Report something repaired (the ingest goes on)."""

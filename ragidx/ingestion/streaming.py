@@ -265,7 +265,7 @@ class Spool:
 
     def __init__(self, folder: Path | None = None):
         if folder is not None:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(exist_ok=True)
         self.folder = folder
         self._file: IO[bytes] = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by __exit__)
 

@@ -209,6 +209,7 @@ def test_a_streamed_file_changed_during_its_ingest_is_skipped_and_the_index_keep
     assert index.store.document("big.txt").sha256 == stored.sha256  # its text, hash and vectors agree
     assert _vectors(tmp_path / "ix")[1] == before[1]
     np.testing.assert_array_equal(_vectors(tmp_path / "ix")[2], before[2])
+    assert not (tmp_path / "ix" / STAGING_NAME).exists()  # its spool and parts are gone
     monkeypatch.undo()
     again = ingest(docs, tmp_path / "ix", config)
     assert again.updated == 1 and not again.skipped  # the next ingest takes the file as it is now
