@@ -112,6 +112,7 @@ class Store:
         # indexes of the applied tables, built when first needed
         self._doc_rows: dict[str, int] | None = None
         self._vid_rows: dict[int, int] | None = None
+        self._vector_columns: dict[str, np.ndarray] | None = None  # with _vid_rows: see _vid_index
         self._doc_vectors: dict[str, tuple[np.ndarray, np.ndarray]] | None = None  # doc id → vids, ordinals
 
     @classmethod
@@ -198,7 +199,17 @@ class Store:
 
     def vector(self, vid: int) -> VectorRecord:
         row = self._vid_index()[int(vid)]
-        return VectorRecord(**self._vectors.slice(row, 1).to_pylist()[0])
+        assert self._vector_columns is not None  # built with the vid index
+        value = {name: column[row] for name, column in self._vector_columns.items()}
+        return VectorRecord(
+            vid=int(value["vid"]),
+            doc_id=str(value["doc_id"]),
+            ordinal=int(value["ordinal"]),
+            tok_start=int(value["tok_start"]),
+            tok_end=int(value["tok_end"]),
+            char_start=int(value["char_start"]),
+            char_end=int(value["char_end"]),
+        )
 
     def vids(self) -> np.ndarray:
         self._apply()
@@ -296,4 +307,9 @@ class Store:
         self._apply()
         if self._vid_rows is None:
             self._vid_rows = {int(v): i for i, v in enumerate(self._vectors["vid"].to_numpy())}
+            # the columns as arrays, for :meth:`vector` (a search asks for hundreds of rows: a
+            # one-row Arrow slice each took 18 µs)
+            self._vector_columns = {
+                name: self._vectors[name].to_numpy(zero_copy_only=False) for name in VECTOR_SCHEMA.names
+            }
         return self._vid_rows
