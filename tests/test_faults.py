@@ -165,8 +165,9 @@ def test_failed_write_during_commit_leaves_the_old_index(
     directory = _copy_base(base, tmp_path)
     monkeypatch.setenv(faults.ENV, f"write:{base['writes'] - last + 1}:oserror")
     faults.reset()
-    with pytest.raises(OSError, match="no space left"):
+    with pytest.raises(OSError, match="no space left") as caught:
         ingest(base["docs"], directory, tiny_config(tiny_model, batch_tokens=BATCH_TOKENS))
+    assert f"cannot write {directory}" in str(caught.value)  # the error names the file
     monkeypatch.delenv(faults.ENV)
     names = sorted(p.name for p in directory.iterdir())
     assert names == [

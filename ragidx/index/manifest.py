@@ -239,6 +239,11 @@ def write_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:  # disk full, permissions: say which file, as one line
+        tmp.unlink(missing_ok=True)
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, f"cannot write {path} ({exc.strerror or exc})") from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
