@@ -449,11 +449,11 @@ class Index:
         """Drop documents by id (unknown ids are ignored); returns how many were dropped."""
         present = {d for d in doc_ids if self.store.sha256(d) is not None}
         self.flush()
-        vids = self.store.remove(present)
+        vids, ordinals = self.store.remove_vectors(present)
         if self.lexical is not None:
             self.lexical.remove(present)
-        if self.document_vectors is not None:
-            document_level = np.isin(vids, self.document_vectors.ids())
+        if self.document_vectors is not None:  # by the store's ordinals: O(1) per document
+            document_level = ordinals == DOCUMENT_LEVEL
             self.document_vectors.remove(vids[document_level])
             vids = vids[~document_level]
         self.vectors.remove(vids)

@@ -158,15 +158,26 @@ class Store:
     def remove(self, doc_ids: set[str]) -> np.ndarray:
         """Drop documents (unknown ids are ignored); returns the vector ids that belonged to them,
         sorted. O(1) per document: the applied tables are filtered at the next whole read."""
+        return self.remove_vectors(doc_ids)[0]
+
+    def remove_vectors(self, doc_ids: set[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`remove`, returning the removed vector ids (sorted) and their ordinals
+        (:data:`DOCUMENT_LEVEL` for a hybrid's document-level vector)."""
         vids: list[int] = []
+        ordinals: list[int] = []
         for doc_id in doc_ids:
             if doc_id in self._new_docs:
                 del self._new_docs[doc_id]
-                vids += (row["vid"] for row in self._new_vectors.pop(doc_id))
+                rows = self._new_vectors.pop(doc_id)
+                vids += (row["vid"] for row in rows)
+                ordinals += (row["ordinal"] for row in rows)
             elif doc_id not in self._removed and doc_id in self._applied_rows():
                 self._removed.add(doc_id)
-                vids += self._applied_vectors().get(doc_id, _NO_VECTORS)[0].tolist()
-        return np.sort(np.asarray(vids, dtype=np.int64))
+                applied = self._applied_vectors().get(doc_id, _NO_VECTORS)
+                vids += applied[0].tolist()
+                ordinals += applied[1].tolist()
+        order = np.argsort(np.asarray(vids, dtype=np.int64), kind="stable")
+        return np.asarray(vids, dtype=np.int64)[order], np.asarray(ordinals, dtype=np.int64)[order]
 
     # ----------------------------------------------------------------------------- reads
     @property

@@ -266,3 +266,29 @@ def test_every_document_needs_exactly_one_document_level_vector(tiny_encoder: En
         IndexFormatError, match="2 document-level vectors for 2 documents, 1 of which have one"
     ):
         check_agreement(Path("ix"), manifest, chunks, store, upper)
+
+
+def test_removing_from_a_hybrid_index_forces_no_faiss_pass_per_document(
+    hybrid_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which removed vectors are document-level comes from the store's ordinals, so removing n
+    documents queues their FAISS removals (one pass at the next read), not n passes."""
+    from ragidx.index.faiss_index import FaissIndex
+
+    index = Index.open(hybrid_copy)
+    assert index.document_vectors is not None
+    before = index.document_vectors.ntotal
+    passes: list[int] = []
+    real = FaissIndex._remove_queued
+
+    def counted(self: FaissIndex) -> None:
+        passes.append(1)
+        real(self)
+
+    monkeypatch.setattr(FaissIndex, "_remove_queued", counted)
+    doc_ids = index.store.doc_ids()
+    for doc_id in doc_ids[:2]:
+        index.remove([doc_id])
+    assert passes == []
+    assert index.document_vectors.ntotal == before - 2 == len(index)  # one document-level vector each
+    assert set(index.store.vids()) == set(index.vectors.ids()) | set(index.document_vectors.ids())
