@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from startup import ragidx_command  # benchmarks/startup.py, beside this script
 
 QUERIES = [
     "how do you get startup ideas",
@@ -66,10 +67,6 @@ QUERIES = [
 ]
 
 
-def ragidx_command() -> list[str]:
-    """The installed console script beside this interpreter, else ``python -m ragidx``."""
-    script = Path(sys.executable).with_name("ragidx")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "ragidx"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -273,19 +273,12 @@ def test_removing_from_a_hybrid_index_forces_no_faiss_pass_per_document(
 ) -> None:
     """Which removed vectors are document-level comes from the store's ordinals, so removing n
     documents queues their FAISS removals (one pass at the next read), not n passes."""
-    from ragidx.index.faiss_index import FaissIndex
+    from tests.index.test_faiss_index import count_removal_passes
 
     index = Index.open(hybrid_copy)
     assert index.document_vectors is not None
     before = index.document_vectors.ntotal
-    passes: list[int] = []
-    real = FaissIndex._remove_queued
-
-    def counted(self: FaissIndex) -> None:
-        passes.append(1)
-        real(self)
-
-    monkeypatch.setattr(FaissIndex, "_remove_queued", counted)
+    passes = count_removal_passes(monkeypatch)
     doc_ids = index.store.doc_ids()
     for doc_id in doc_ids[:2]:
         index.remove([doc_id])

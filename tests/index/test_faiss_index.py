@@ -185,14 +185,8 @@ def test_flat_remove_and_missing_ids() -> None:
     assert index.ntotal == 28
 
 
-@pytest.mark.parametrize("factory", ["Flat", "HNSW32", "IVF4,Flat"])
-def test_removals_are_queued_and_done_in_one_pass(factory: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Replacing n documents removes their vectors one document at a time: FAISS removes (or
-    rebuilds) once, at the next read, not n times (each O(index size))."""
-    n = 300
-    base, ids = _unit(n, seed=5), _ids(n)
-    index = FaissIndex.create(DIM, FaissConfig(factory=factory))
-    index.add(base, ids)
+def count_removal_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets one item each time a FAISS index applies its queued removals."""
     passes: list[int] = []
     real = FaissIndex._remove_queued
 
@@ -201,6 +195,18 @@ def test_removals_are_queued_and_done_in_one_pass(factory: str, monkeypatch: pyt
         real(self)
 
     monkeypatch.setattr(FaissIndex, "_remove_queued", counted)
+    return passes
+
+
+@pytest.mark.parametrize("factory", ["Flat", "HNSW32", "IVF4,Flat"])
+def test_removals_are_queued_and_done_in_one_pass(factory: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replacing n documents removes their vectors one document at a time: FAISS removes (or
+    rebuilds) once, at the next read, not n times (each O(index size))."""
+    n = 300
+    base, ids = _unit(n, seed=5), _ids(n)
+    index = FaissIndex.create(DIM, FaissConfig(factory=factory))
+    index.add(base, ids)
+    passes = count_removal_passes(monkeypatch)
     for k in range(0, 60, 2):
         index.remove(ids[k : k + 2])
         index.add(base[k : k + 2], ids[k : k + 2] + 1)  # the new versions, under new ids
