@@ -224,7 +224,7 @@ def query_command(
         best_chunks=best_chunks,
         mode=None if mode is None else mode.value,
         lexical_weight=_lexical_weight(lexical_weight),
-        sentences=None if sentences is None else sentences.value,
+        sentences="auto" if sentences is None else sentences.value,  # one question: dense within a budget
     )
     if text is not None:
         with _notes():

@@ -171,9 +171,9 @@ class Retriever:
                 self._with_lexical(mode, q, None if vectors is None else vectors[i], k, options)
                 for i, q in enumerate(queries)
             ]
-        if options.sentences is None:  # see SearchOptions.sentences
+        if options.sentences == "auto":  # see SearchOptions.sentences
             dense, budget = embedded and vectors is not None and len(queries) == 1, DENSE_BUDGET
-        else:
+        else:  # None: lexical, no model call
             dense, budget = options.sentences == "dense", None
         if dense and vectors is None:
             vectors, _ = self.index.encoder.embed(list(queries), role="query")

@@ -83,7 +83,7 @@ def test_the_matched_sentence_is_found_in_the_middle_of_its_chunk(
         assert hit.match["score"] == pytest.approx(1.0, abs=1e-5)
 
 
-def test_dense_sentences_by_default_for_one_query_within_a_budget(
+def test_auto_sentences_are_dense_for_one_query_within_a_budget(
     chunked: Index, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     embedded: list[int] = []
@@ -97,19 +97,21 @@ def test_dense_sentences_by_default_for_one_query_within_a_budget(
     monkeypatch.setattr(chunked.encoder, "embed", counting)
     monkeypatch.setattr("ragidx.search.retriever.DENSE_BUDGET", 6)
     query = "zebra xylophone quartet"  # in no document: the words decide nothing, the encoder does
-    one = chunked.search(query, k=8, mode="dense")
+    default = chunked.search(query, k=8, mode="dense")  # the library's default: the words, no model
+    assert {h.match["by"] for h in default if h.match} == {"lexical"} and embedded == []
+    one = chunked.search(query, k=8, mode="dense", sentences="auto")  # what ragidx query shows
     by = [h.match["by"] for h in one if h.match]
     assert by[0] == "dense" and by[-1] == "lexical" and by == sorted(by)  # top results first
     assert embedded == [6]  # one call, the budget spent
     embedded.clear()
-    batch = chunked.search_many([query, "granite"], k=4, mode="dense")
+    batch = chunked.search_many([query, "granite"], k=4, mode="dense", sentences="auto")
     assert {h.match["by"] for hits in batch for h in hits if h.match} == {"lexical"} and embedded == []
     forced = chunked.search_many([query, "granite"], k=4, mode="dense", sentences="dense")
     assert {h.match["by"] for hits in forced for h in hits if h.match} == {"dense"}  # no budget
     assert len(embedded) == 2 and all(n > 6 for n in embedded)
     embedded.clear()
     vectors, _ = original([query], role="query")
-    by_vectors = chunked.search_by_vectors([query], vectors, k=3, mode="dense")[0]
+    by_vectors = chunked.search_by_vectors([query], vectors, k=3, mode="dense", sentences="auto")[0]
     assert {h.match["by"] for h in by_vectors if h.match} == {"lexical"} and embedded == []
     assert [h.doc_id for h in by_vectors] == [h.doc_id for h in one[:3]]
     lexical = chunked.search(query, k=3, mode="dense", sentences="lexical")
@@ -173,8 +175,8 @@ def test_dense_sentences_find_a_paraphrase_that_shares_no_word(tmp_path: Path) -
     ingest(docs, tmp_path / "ix", RagidxConfig())
     index = Index.open(tmp_path / "ix")
     query = "Did lawmakers ever approve immigration rules for company creators?"
-    (dense,) = index.search(query, k=1)
-    (lexical,) = index.search(query, k=1, sentences="lexical")
+    (dense,) = index.search(query, k=1, sentences="auto")
+    (lexical,) = index.search(query, k=1)  # the default: by the words
     assert dense.match is not None and dense.match["by"] == "dense"
     assert dense.match["text"].startswith("In 2024 Congress passed a startup visa")
     assert dense.snippet.startswith("In 2024 Congress")

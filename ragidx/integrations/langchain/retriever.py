@@ -74,11 +74,11 @@ class RagidxRetriever(BaseRetriever):
     lexical_weight: float | Literal["rrf"] | None = Field(
         None, description="hybrid: BM25's weight in [0, 1], or 'rrf' (default: the index's)"
     )
-    sentences: Literal["dense", "lexical"] | None = Field(
+    sentences: Literal["dense", "lexical", "auto"] | None = Field(
         "lexical",
         description="how metadata['match'] is chosen: lexical (default: the query's words, no model "
         "call: the passage sent is the same either way), dense (the index's encoder settles what the "
-        "words cannot, about +0.3 s per query on a 2-core CPU), None (dense within 32 sentences)",
+        "words cannot, about +0.3-0.6 s per query on a 2-core CPU), auto (dense within 32 sentences)",
     )
     best_chunks: int | None = Field(
         None,
