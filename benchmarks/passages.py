@@ -2,9 +2,10 @@
 characters a retrieval-augmented prompt carries with passages instead of whole documents.
 
 Latency: each question searched warm (model loaded, one untimed search first) ``--runs`` times with
-``sentences="lexical"`` (the query's words: no model call), with the default (the sentences the
-query's words cannot tell apart embedded with the index's encoder and compared with the question,
-at most ``DENSE_BUDGET`` = 32 per query, top results first: ``ragidx.search.snippets``) and with
+``sentences="lexical"`` (the query's words: no model call; the library's default), with
+``sentences="auto"`` (``ragidx query``'s: the sentences the query's words cannot tell apart embedded
+with the index's encoder and compared with the question, at most ``DENSE_BUDGET`` = 32 per query,
+top results first: ``ragidx.search.snippets``) and with
 ``sentences="dense"`` (no budget), the three
 interleaved so that both see the same machine, at ``k`` = 4 (RagidxRetriever's default) and 10
 (``ragidx query``'s), on ``--threads`` CPU threads (1: ``ragidx query``'s default); the median per
@@ -23,10 +24,11 @@ characters of the whole prompt an LLM would receive.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -50,14 +52,15 @@ QUESTIONS = [  # about the Paul Graham essays (the needle-in-a-haystack filler)
 
 
 def example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("langchain_rag", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """``examples/langchain_rag.py`` as a module (the examples folder is not a package)."""
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        return importlib.import_module(EXAMPLE.stem)
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
 
 
-SETTINGS: dict[str, str | None] = {"lexical": "lexical", "default": None, "dense": "dense"}
+SETTINGS: dict[str, str | None] = {"lexical": "lexical", "auto": "auto", "dense": "dense"}
 
 
 def latency(index: Index, questions: list[str], k: int, runs: int) -> dict[str, Any]:
