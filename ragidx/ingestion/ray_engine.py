@@ -42,7 +42,7 @@ from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import Manifest
 from ragidx.index.store import Store
-from ragidx.ingestion.checkpoints import Checkpoints
+from ragidx.ingestion.checkpoints import DAMAGED_REASON, Checkpoints
 from ragidx.ingestion.pipeline import IngestReport, Progress, check_paths, commit_files, open_for_ingest
 from ragidx.ingestion.streaming import content_sha256, embed_streamed, streams
 from ragidx.read.walk import Document, Skipped, list_files, read_documents
@@ -126,6 +126,8 @@ def ingest_ray(
                 ) from exc
         embed_seconds = time.perf_counter() - embed_started
         report = commit_files(index, paths, config, progress, fresh=frozenset(fresh))
+    for path in checkpoints.damaged:  # dropped by load(): their documents were embedded again
+        report.warnings.append(Skipped(str(path), DAMAGED_REASON))
     report.engine, report.workers = "ray", workers or 0
     report.window_tokens += window_tokens
     report.embed_seconds += embed_seconds

@@ -12,7 +12,8 @@ import pytest
 
 from ragidx import faults
 from ragidx.errors import ConfigError
-from ragidx.index.directory import Index
+from ragidx.index.directory import STAGING_NAME, Index
+from ragidx.ingestion.checkpoints import DAMAGED_REASON
 from ragidx.ingestion.pipeline import IngestReport, ingest
 from ragidx.ingestion.ray_engine import ingest_ray
 from tests.conftest import long_text, tiny_config, write_docs
@@ -139,3 +140,26 @@ def test_without_ray_the_error_says_what_to_install(
     with pytest.raises(ConfigError, match=r"pip install 'ragidx\[ray\]'"):
         ingest_ray(docs, tmp_path / "ix", tiny_config(tiny_model))
     assert not (tmp_path / "ix").exists()
+
+
+def test_a_damaged_checkpoint_found_by_the_ray_driver_is_reported_and_embedded_again(
+    local_ray: None, tmp_path: Path, tiny_model: Path
+) -> None:
+    docs = write_docs(tmp_path / "docs", 4)
+    config = tiny_config(tiny_model)
+
+    def die() -> None:
+        raise RuntimeError("killed before the commit")
+
+    with faults.hook("before-commit", die), pytest.raises(RuntimeError, match="killed"):
+        ingest_ray(docs, tmp_path / "ix", config, workers=1, files_per_batch=2)
+    batches = sorted((tmp_path / "ix" / STAGING_NAME).glob("*/batch-*.parquet"))  # per fingerprint
+    assert batches
+    data = bytearray(batches[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    batches[0].write_bytes(bytes(data))
+    resumed = ingest_ray(docs, tmp_path / "ix", config, workers=1)
+    assert [(w.source, w.reason) for w in resumed.warnings] == [(str(batches[0]), DAMAGED_REASON)]
+    assert resumed.added == 4 and resumed.resumed < 4 and resumed.window_tokens > 0  # embedded again
+    ingest(docs, tmp_path / "local", config)
+    _same_index(tmp_path / "local", tmp_path / "ix")
