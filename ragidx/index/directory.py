@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
@@ -439,11 +439,20 @@ class Index:
         self.lexical.add(analyse(self.lexical.analyzer, doc_ids, texts))
         self.lexical_from_head = {r.doc_id for r in records if r.metadata.get("streamed")}
 
-    def add_lexical_text(self, doc_id: str, text: Iterable[str]) -> None:
-        """Re-analyse a stored document from its whole text (pieces cut at whitespace)."""
-        if self.lexical is not None:
-            self.lexical.add(analyse(self.lexical.analyzer, [doc_id], [text]))
-            self.lexical_from_head.discard(doc_id)
+    def add_lexical_text(
+        self, doc_id: str, text: Iterable[str], unchanged: Callable[[], bool] | None = None
+    ) -> bool:
+        """Re-analyse a stored document from its whole text (pieces cut at whitespace). With
+        ``unchanged``: asked once the text is read; False keeps the index as it was (the text read
+        is not the stored document's). Returns whether the analysis was added."""
+        if self.lexical is None:
+            return False
+        postings = analyse(self.lexical.analyzer, [doc_id], [text])
+        if unchanged is not None and not unchanged():
+            return False
+        self.lexical.add(postings)
+        self.lexical_from_head.discard(doc_id)
+        return True
 
     def remove(self, doc_ids: Iterable[str]) -> int:
         """Drop documents by id (unknown ids are ignored); returns how many were dropped."""

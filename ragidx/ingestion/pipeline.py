@@ -52,12 +52,17 @@ from ragidx.ingestion.streaming import (
     StreamedEmbedding,
     content_sha256,
     embed_streamed,
+    hashed_pieces,
     streamable,
     streams,
     whitespace_pieces,
 )
 from ragidx.read.walk import Document, Skipped, iter_documents
 
+CHANGED_LEXICAL_REASON = (
+    "changed while its words were being read for the lexical index: its BM25 still covers only "
+    "the start stored in the index; ingest again once the file is no longer written"
+)
 CHANGED_REASON = (
     "changed while it was being ingested (its text differs from when it was first read): not "
     "stored this time (the index keeps what it had); ingest it again once it is no longer written"
@@ -348,7 +353,11 @@ class _Run:
         if previous == digest and _same_record(self.index.store.document(item.doc_id), item):
             self.report.unchanged += 1
             if item.doc_id in self.index.lexical_from_head:  # a streamed file, its lexical part new
-                self.index.add_lexical_text(item.doc_id, (text for text, _ in whitespace_pieces(item)))
+                now = hashlib.sha256()  # the file is read again: it must still be what was hashed
+                if not self.index.add_lexical_text(
+                    item.doc_id, hashed_pieces(item, now), lambda: now.hexdigest() == digest
+                ):
+                    self.warn(Skipped(item.source, CHANGED_LEXICAL_REASON))
             return
         warning = item.metadata.get("warning")
         if warning:

@@ -229,6 +229,12 @@ def whitespace_pieces(document: Document) -> Iterator[tuple[str, int]]:
     return cut_at_whitespace(document.pieces())
 
 
+def hashed_pieces(document: Document, digest: hashlib._Hash) -> Iterator[str]:
+    """:func:`whitespace_pieces`' texts, the text added to ``digest`` as it is read (compare it
+    with :func:`content_sha256` to know the file did not change in between)."""
+    return (text for text, _ in cut_at_whitespace(_hashed(document.pieces(), digest)))
+
+
 def cut_at_whitespace(blocks: Iterable[str], limit: int | None = None) -> Iterator[tuple[str, int]]:
     """Text given in blocks, in pieces of at most ``limit`` characters (:data:`PIECE_CHARS`), each
     cut after its last whitespace (a piece without any is cut at the limit), with each piece's

@@ -159,3 +159,34 @@ def test_bm25_follows_changed_and_removed_documents(tmp_path: Path, tiny_model: 
     assert index.search("sourdough", mode="lexical") == []  # y3 was removed
     assert index.lexical is not None and sorted(index.lexical.doc_ids) == ["y0.txt", "y1.txt", "y2.txt"]
     shutil.rmtree(docs)
+
+
+@pytest.mark.parametrize("changes", [False, True])
+def test_adding_bm25_reads_a_streamed_file_again_only_if_it_is_unchanged(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch, changes: bool
+) -> None:
+    """--lexical on an index of streamed files analyses each file again (the store holds only its
+    head); a file whose text changed while it was read again keeps the head-only analysis, with a
+    warning, instead of words that are not the stored document's."""
+    import ragidx.ingestion.pipeline as pipeline
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "big.txt").write_text(long_text(15_000, seed=3) + " heliotrope greenhouse")  # past the head
+    streamed = {"stream_bytes": 1000}
+    dense_only = tiny_config(tiny_model, **streamed).override(lexical={"enabled": False})
+    ingest(docs, tmp_path / "ix", dense_only)
+    assert Index.open(tmp_path / "ix").store.document("big.txt").metadata["streamed"] is True
+    real = pipeline.hashed_pieces
+
+    def changing(document: object, digest: object) -> object:
+        yield from real(document, digest)  # type: ignore[arg-type]
+        if changes:
+            digest.update(b"written meanwhile")  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(pipeline, "hashed_pieces", changing)
+    with_bm25 = tiny_config(tiny_model, **streamed).override(lexical={"enabled": True})
+    report = ingest(docs, tmp_path / "ix", with_bm25)
+    assert [w.reason for w in report.warnings] == ([pipeline.CHANGED_LEXICAL_REASON] if changes else [])
+    found = [h.doc_id for h in Index.open(tmp_path / "ix").search("heliotrope", k=1, mode="lexical")]
+    assert found == ([] if changes else ["big.txt"])  # the word at the end: only from the whole file
