@@ -45,6 +45,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ragidx.embed.cache import EmbeddingCache
+from ragidx.embed.models import portable
 from ragidx.embed.documents import plan_tokens
 from ragidx.evaluate.embedding import EmbedStats, Encoders, embed_documents, embed_queries
 from ragidx.evaluate.grid import SilentProgress
@@ -93,7 +94,7 @@ def main() -> None:
         "strategy": args.strategy,
         "bm25_over": args.bm25_over,
         "max_length": args.max_length,
-        "model": args.model,
+        "model": portable(args.model),  # ~ for the home folder: no path of this machine
         "scores": {},
     }
     for task in tasks:
