@@ -45,8 +45,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ragidx.embed.cache import EmbeddingCache
-from ragidx.embed.models import portable
 from ragidx.embed.documents import plan_tokens
+from ragidx.embed.models import portable
 from ragidx.evaluate.embedding import EmbedStats, Encoders, embed_documents, embed_queries
 from ragidx.evaluate.grid import SilentProgress
 from ragidx.evaluate.metrics import evaluate
