@@ -124,18 +124,11 @@ def test_fused_rankings_match_the_retriever(
     """The same documents ingested and searched in mode hybrid (3 candidates a side, so the union is
     a part of the 12 documents) and scored by the evaluation from every document's dense score."""
     from ragidx.index.directory import Index
-    from ragidx.ingestion.pipeline import ingest
     from ragidx.search import retriever
     from ragidx.search.options import SearchOptions
-    from tests.conftest import long_text, tiny_config
+    from tests.search.test_hybrid_search import topic_index
 
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for i in range(12):
-        body = long_text(20 + 15 * (i % 4), seed=70 + i)
-        (docs / f"t{i:02d}.txt").write_text(f"{TOPICS[i % 4]} {body} {TOPICS[i % 4]}")
-    ingest(docs, tmp_path / "ix", tiny_config(tiny_model, {"chunk_size": 24, "overlap": 4}))
-    index = Index.open(tmp_path / "ix")
+    index = Index.open(topic_index(tmp_path, tiny_model))
     assert index.lexical is not None
     doc_ids = index.lexical.doc_ids
     queries = ["waggle dance of bees", "a stone bridge over the river", "lamp", "flour and bees"]

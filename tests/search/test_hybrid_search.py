@@ -23,10 +23,9 @@ from tests.index.test_lexical import _reference
 TOPICS = ["bees waggle dance", "river stone bridge", "copper lamp wick", "sourdough starter flour"]
 
 
-@pytest.fixture(scope="module")
-def corpus_index(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
-    """Twelve documents, some chunked, each about one topic; ingested with a tiny model (lexical on)."""
-    root = tmp_path_factory.mktemp("hybrid-search")
+def topic_index(root: Path, tiny_model: Path) -> Path:
+    """Twelve documents, some chunked, each about one topic, ingested with a tiny model (lexical
+    on) into ``root/ix``."""
     docs = root / "docs"
     docs.mkdir()
     for i in range(12):
@@ -34,6 +33,12 @@ def corpus_index(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> 
         (docs / f"t{i:02d}.txt").write_text(f"{TOPICS[i % 4]} {body} {TOPICS[i % 4]}")
     ingest(docs, root / "ix", tiny_config(tiny_model, {"chunk_size": 24, "overlap": 4}))
     return root / "ix"
+
+
+@pytest.fixture(scope="module")
+def corpus_index(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
+    """:func:`topic_index`, shared by the module's tests (read-only)."""
+    return topic_index(tmp_path_factory.mktemp("hybrid-search"), tiny_model)
 
 
 def _brute_force(index: Index, query: str, weight: float | None) -> list[tuple[str, float, float, float]]:
