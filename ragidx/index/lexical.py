@@ -338,10 +338,11 @@ class LexicalIndex:
     def scores(self, query: str) -> npt.NDArray[np.float32]:
         """The lexical score of every document (row order of :attr:`doc_ids`) for ``query``: its BM25,
         plus its best passage's BM25 when the index has passages (see the module docstring)."""
-        scores = self.document_scores(query)
+        terms = self.query_terms(query)  # analysed once for both collections
+        scores = self._bm25(terms)
         if self.passages is None or not len(scores):
             return scores
-        return scores + np.maximum.reduceat(self.passages.document_scores(query), self._passage_starts())
+        return scores + np.maximum.reduceat(self.passages._bm25(terms), self._passage_starts())
 
     def _passage_starts(self) -> npt.NDArray[np.int64]:
         """Each document's first passage row (documents in row order; every one has a passage)."""
@@ -356,8 +357,8 @@ class LexicalIndex:
             self._starts = starts.astype(np.int64)
         return self._starts
 
-    def document_scores(self, query: str) -> npt.NDArray[np.float32]:
-        """BM25 of every (whole) document (row order of :attr:`doc_ids`) for ``query``."""
+    def _bm25(self, terms: list[str]) -> npt.NDArray[np.float32]:
+        """BM25 of every row (a whole document, or a passage) for the analysed query ``terms``."""
         self.flush()
         n = len(self._doc_ids)
         out = np.zeros(n, dtype=np.float64)
@@ -365,7 +366,7 @@ class LexicalIndex:
             return out.astype(np.float32)
         k1, b = self.config.k1, self.config.b
         norm = k1 * (1 - b + b * self.lengths / max(float(self.lengths.mean()), 1e-9))
-        for term in self.query_terms(query):
+        for term in terms:
             t = self._vocab.get(term)
             if t is None:
                 continue
