@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 from collections.abc import Iterator
 
 import torch
 from transformers import PreTrainedModel
 
 from ragidx.embed.config import ExtensionConfig
-from ragidx.embed.extension.ape import ApePositions, has_position_table
+from ragidx.embed.extension.ape import ApePositions, has_position_table, position_table
 from ragidx.embed.extension.attention import (
     ATTN_IMPLEMENTATION,
     AttentionPlan,
@@ -46,6 +47,7 @@ class Extension:
         self.positions: ApePositions | RopePositions | None = None
         if config.method != "none":
             if has_position_table(model):
+                _check_table(model, config, self.original_length, self.scale, offset)
                 self.positions = ApePositions(model, config.method, self.original_length, self.scale, offset)
             else:
                 self.positions = RopePositions(model, config, self.original_length, self.scale)
@@ -98,6 +100,31 @@ class Extension:
         )
         with self.positions.applied(), attention_plan(plan):
             yield kwargs
+
+
+def _check_table(
+    model: torch.nn.Module, config: ExtensionConfig, original_length: int, scale: int, offset: int
+) -> None:
+    """Refuse, as one line, the settings a learned position table cannot serve (an IndexError in
+    the embedding lookup otherwise): ``original_length`` past the table's rows, and for PI and GP a
+    ``scale`` whose ``original_length · scale`` positions fall short of ``target_length`` (PI's
+    table has that many rows; GP reads row ``floor(n / s)`` for position n)."""
+    rows = position_table(model)[1].num_embeddings - offset
+    name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+    if original_length > rows:
+        raise ModelError(
+            f"extension.original_length = {original_length} exceeds the {rows} learned positions of "
+            f"{name}; leave original_length unset (the model's window) or set it to at most {rows}"
+        )
+    if config.method in ("pi", "gp") and original_length * scale < config.target_length:
+        least = math.ceil(config.target_length / original_length)
+        raise ModelError(
+            f"extension.scale = {scale} is too small for {config.method} on {name}: "
+            f"{original_length} positions × {scale} reach {original_length * scale} tokens, short of "
+            f"extension.target_length = {config.target_length}; leave scale unset (ceil(target_length"
+            f" / {original_length}) = {least}), set it to at least {least}, or lower target_length "
+            f"to {original_length * scale}"
+        )
 
 
 def _set_attn_implementation(model: torch.nn.Module, name: str) -> None:

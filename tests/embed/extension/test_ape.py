@@ -11,6 +11,7 @@ from transformers import BertModel
 from ragidx.embed.config import ExtensionConfig
 from ragidx.embed.extension import Extension
 from ragidx.embed.extension.ape import interpolated_table, position_ids
+from ragidx.errors import ModelError
 from tests.tiny_models import tiny_bert, tiny_xlmr
 
 L_O = 64
@@ -157,3 +158,31 @@ def test_interpolated_table_stays_on_the_tables_device() -> None:
     """PI builds its table where the model is (a CUDA model's table on the GPU, not the CPU)."""
     table = torch.randn(8, 4, device="meta")
     assert interpolated_table(table, 4).device.type == "meta"
+
+
+@pytest.mark.parametrize("method", ["pi", "gp"])
+def test_a_scale_short_of_the_target_length_is_refused_in_one_line(method: str) -> None:
+    """PI's table has L_o · s rows and GP reads row floor(n / s): an explicit scale below
+    ceil(L_t / L_o) would index past the table (an IndexError in the embedding lookup)."""
+    expected = (
+        rf"^extension.scale = 2 is too small for {method} on .*: 64 positions × 2 reach 128 tokens, "
+        r"short of extension.target_length = 256; leave scale unset \(ceil\(target_length / 64\) = 4\), "
+        r"set it to at least 4, or lower target_length to 128$"
+    )
+    with pytest.raises(ModelError, match=expected):
+        Extension(_bert(), ExtensionConfig(method=method, target_length=256, scale=2), native_window=L_O)
+    model = _bert()
+    ext = Extension(model, ExtensionConfig(method=method, target_length=256, scale=4), native_window=L_O)
+    assert torch.isfinite(_run(model, ext, _ids(256))).all()  # the least scale that reaches L_t runs
+    Extension(
+        _bert(), ExtensionConfig(method="rp", target_length=256, scale=2), native_window=L_O
+    )  # RP wraps
+
+
+def test_an_original_length_past_the_table_is_refused() -> None:
+    config = ExtensionConfig(method="rp", target_length=256, original_length=128)
+    with pytest.raises(ModelError, match="original_length = 128 exceeds the 64 learned positions"):
+        Extension(_bert(), config, native_window=L_O)
+    xlmr = ExtensionConfig(method="pi", target_length=256, original_length=66)  # 66 rows, 2 of them offset
+    with pytest.raises(ModelError, match="original_length = 66 exceeds the 64 learned positions"):
+        Extension(tiny_xlmr(L_O, attn_implementation="sdpa"), xlmr, native_window=L_O, offset=2)

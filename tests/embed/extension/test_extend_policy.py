@@ -153,3 +153,36 @@ def test_cli_extend_with_a_preset_file(tmp_path: Path, tiny_model: Path) -> None
     )
     query = runner.invoke(app, ["query", "river stone", "-i", str(tmp_path / "ix2"), "--json"])
     assert json.loads(query.stdout)[0]["embed_mode"] == "extend:gp"
+
+
+def test_pi_with_a_scale_short_of_the_target_length_is_a_one_line_error(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """all-MiniLM-L6-v2-like APE model (64 positions here), PI to 4,096 tokens with scale 2: one
+    line naming the setting and what to do, not an IndexError from the embedding lookup."""
+    with pytest.raises(
+        ModelError, match=r"^extension.scale = 2 is too small for pi on .* set it to at least 64"
+    ):
+        Encoder(
+            EncoderConfig(model=str(tiny_model), device="cpu"),
+            extension=ExtensionConfig(method="pi", target_length=4096, scale=2),
+        )
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "note.txt").write_text("A short note.")
+    preset = tmp_path / "preset.toml"
+    preset.write_text('[long_doc]\npolicy = "extend"\n[long_doc.extension]\nmethod = "pi"\nscale = 2\n')
+    args = [
+        "ingest",
+        str(docs),
+        "-i",
+        str(tmp_path / "ix"),
+        "-m",
+        str(tiny_model),
+        "--extension",
+        str(preset),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.startswith("error: extension.scale = 2 is too small for pi")
+    assert len(result.output.strip().splitlines()) == 1
