@@ -119,10 +119,16 @@ def _documents(index: Index, as_json: bool) -> None:
 
 def _pooling(pooling: PoolingConfig) -> str:
     text = "+".join(pooling.modes)
+    landmarks = {
+        "fixed": f"landmark every {pooling.landmark_every} tokens",
+        "sentence": "landmark after every sentence",
+        "sentence_grouped": f"landmark at sentence ends near every {pooling.landmark_every} tokens",
+    }
     detail = {
-        "lmk": f"landmark every {pooling.landmark_every} tokens ({pooling.landmark_placement})",
+        "lmk": landmarks[pooling.landmark_placement],
         "multicls": f"[CLS] every {pooling.multicls_every} tokens",
-        "mean_every": f"every {pooling.mean_every}th token",
+        "mean_every": f"every {pooling.mean_every}th input position",
+        "mean_every_content": f"every {pooling.mean_every}th content token",
     }.get(pooling.selection or "")
     text += f" ({detail})" if detail else ""
     return text + (", L2-normalised" if pooling.normalize else "")

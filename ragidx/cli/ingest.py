@@ -194,7 +194,9 @@ def ingest_command(
         str | None,
         typer.Option(
             help="Override the model's pooling: cls, mean, max, lasttoken, lmk[:g] (landmarks every g "
-            "tokens; meant for LMK-fine-tuned encoders), lmk-sentence[:g], multicls[:k], mean_every[:k].",
+            "tokens; meant for LMK-fine-tuned encoders), lmk-sentence (one after every sentence), "
+            "lmk-sentence-grouped[:g], multicls[:k], mean_every[:k] (every k-th input position), "
+            "mean_every_content[:k].",
         ),
     ] = None,
     device: Device = None,

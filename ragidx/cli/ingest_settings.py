@@ -153,11 +153,21 @@ def _pooling_option(value: str | None) -> dict[str, object]:
         return {}
     name, _, number = value.partition(":")
     options: dict[str, object] = {}
-    if name == "lmk-sentence":
-        name, options["landmark_placement"] = "lmk", "sentence"
+    if name == "lmk-sentence" and number:
+        raise ConfigError(
+            f"--pooling {value}: lmk-sentence puts a landmark after every sentence and takes no "
+            f"':<g>'; lmk-sentence-grouped:{number} closes chunks at sentence ends near g tokens"
+        )
+    if name in ("lmk-sentence", "lmk-sentence-grouped"):
+        options["landmark_placement"] = "sentence" if name == "lmk-sentence" else "sentence_grouped"
+        name = "lmk"
     if number:
-        key = {"lmk": "landmark_every", "multicls": "multicls_every", "mean_every": "mean_every"}.get(name)
+        every = {"lmk": "landmark_every", "multicls": "multicls_every"}
+        key = every.get(name, "mean_every" if name.startswith("mean_every") else None)
         if key is None or not number.isdigit():
-            raise ConfigError(f"--pooling {value}: only lmk, multicls and mean_every take ':<number>'")
+            raise ConfigError(
+                f"--pooling {value}: only lmk, lmk-sentence-grouped, multicls, mean_every and "
+                "mean_every_content take ':<number>'"
+            )
         options[key] = int(number)
     return {"pooling": [name], **options}

@@ -22,9 +22,17 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from ragidx.errors import ModelError
 
@@ -51,7 +59,9 @@ class EncoderConfig(BaseModel):
     )
     pooling: tuple[PoolingMode, ...] | None = Field(None, description="override the model's")
     landmark_every: int | None = Field(None, ge=1, description="LMK granularity g (default 64)")
-    landmark_placement: Literal["fixed", "sentence"] | None = Field(None, description="LMK placement")
+    landmark_placement: LandmarkPlacement | None = Field(
+        None, description="LMK placement: fixed | sentence | sentence_grouped"
+    )
     multicls_every: int | None = Field(None, ge=1, description="MultiCLS: [CLS] every k tokens (default 128)")
     mean_every: int | None = Field(None, ge=1, description="Mean@k: every k-th token (default 64)")
     query_prompt: str | None = Field(None, description="override the model's query prompt")
@@ -62,10 +72,27 @@ class EncoderConfig(BaseModel):
 
 # ---------------------------------------------------------------------------------- pooling
 PoolingMode = Literal[
-    "cls", "mean", "max", "mean_sqrt_len_tokens", "lasttoken", "lmk", "multicls", "mean_every"
+    "cls",
+    "mean",
+    "max",
+    "mean_sqrt_len_tokens",
+    "lasttoken",
+    "lmk",
+    "multicls",
+    "mean_every",
+    "mean_every_content",
 ]
 POOLING_MODES: tuple[str, ...] = ("cls", "max", "mean", "mean_sqrt_len_tokens", "lasttoken")
-SELECTION_MODES: tuple[str, ...] = ("lmk", "multicls", "mean_every")
+SELECTION_MODES: tuple[str, ...] = ("lmk", "multicls", "mean_every", "mean_every_content")
+# fixed: a landmark after every g tokens (LMK Algorithm 1); sentence: after every sentence (the
+# paper's sentence chunking); sentence_grouped: ragidx's rule before issue 28, a chunk closed at the
+# last sentence end past g/2, else at g (see ragidx.embed.encoder).
+LandmarkPlacement = Literal["fixed", "sentence", "sentence_grouped"]
+# The pooling rules a config's names mean. 1: ragidx before issue 28, whose lmk "sentence" is now
+# "sentence_grouped" and whose "mean_every" is now "mean_every_content"; 2: the LMK authors' rules
+# (their eval_scripts/landmark_index.py) under those two names. A dump that uses one of the two
+# names carries "rules" (see PoolingConfig), so nothing written under rules 1 reads as rules 2.
+POOLING_RULES = 2
 
 # sentence-transformers < 5 wrote one boolean per mode.
 _LEGACY_KEYS = {
@@ -86,21 +113,66 @@ class PoolingConfig(BaseModel):
     modes: tuple[PoolingMode, ...] = ("mean",)
     include_prompt: bool = True
     normalize: bool = True
-    landmark_every: int = Field(64, ge=1, description="LMK granularity g (paper: 32, 64, 128, 256)")
-    landmark_placement: Literal["fixed", "sentence"] = "fixed"
+    landmark_every: int = Field(
+        64, ge=1, description="LMK granularity g (paper: 32, 64, 128, 256); fixed and sentence_grouped"
+    )
+    landmark_placement: LandmarkPlacement = "fixed"
     multicls_every: int = Field(128, ge=1, description="MultiCLS: a [CLS] before every k tokens")
-    mean_every: int = Field(64, ge=1, description="Mean@k: every k-th content token")
+    mean_every: int = Field(
+        64, ge=1, description="Mean@k: every k-th input position (mean_every_content: content token)"
+    )
 
     @property
     def selection(self) -> str | None:
-        """The token-selection mode (lmk, multicls, mean_every) in use, if any."""
+        """The token-selection mode (lmk, multicls, mean_every, mean_every_content) in use, if any."""
         chosen = [m for m in self.modes if m in SELECTION_MODES]
         return chosen[0] if chosen else None
+
+    @property
+    def sentence_landmarks(self) -> bool:
+        """LMK with a sentence placement: landmarks depend on the text's sentence ends."""
+        return self.selection == "lmk" and self.landmark_placement != "fixed"
 
     @field_validator("modes", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return (value,) if isinstance(value, str) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rules(cls, data: object) -> object:
+        """Read ``rules`` (see :data:`POOLING_RULES`): under rules 1 the names lmk ``sentence`` and
+        ``mean_every`` are today's ``sentence_grouped`` and ``mean_every_content``. Without
+        ``rules`` a config means today's rules; manifests written before it existed say 1 (see
+        :class:`ragidx.index.manifest.EncoderInfo`)."""
+        if not isinstance(data, dict) or "rules" not in data:
+            return data
+        data = dict(data)
+        rules = data.pop("rules")
+        if rules == 1 and _uses_renamed_rules(data.get("modes"), data.get("landmark_placement")):
+            modes = data["modes"]  # a str or a sequence of them (_uses_renamed_rules checked)
+            modes = [modes] if isinstance(modes, str) else list(modes)
+            data["modes"] = ["mean_every_content" if m == "mean_every" else m for m in modes]
+            if data.get("landmark_placement") == "sentence":
+                data["landmark_placement"] = "sentence_grouped"
+        elif rules not in (1, POOLING_RULES):
+            raise ValueError(
+                f"pooling rules {rules!r} are not known to this ragidx (rules 1 and {POOLING_RULES}); "
+                "upgrade ragidx"
+            )
+        return data
+
+    @model_serializer(mode="wrap")
+    def _mark_rules(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The dump (index manifests, embedding-cache keys) of a config using lmk ``sentence`` or
+        ``mean_every`` carries ``"rules": 2``: those names meant other rules before (see
+        :data:`POOLING_RULES`), so no key or manifest written then reads as today's rules, and an
+        older ragidx refuses the manifest instead of embedding queries by its rules. Every other
+        config dumps as before, so its caches and manifest fingerprints stay as they were."""
+        data: dict[str, Any] = handler(self)
+        if _uses_renamed_rules(self.modes, self.landmark_placement):
+            data["rules"] = POOLING_RULES
+        return data
 
     @model_validator(mode="after")
     def _one_selection(self) -> PoolingConfig:
@@ -132,6 +204,13 @@ class PoolingConfig(BaseModel):
             include_prompt=bool(raw.get("include_prompt", True)),
             normalize=normalize,
         )
+
+
+def _uses_renamed_rules(modes: object, placement: object) -> bool:
+    """Whether pooling ``modes`` with LMK ``placement`` use a name whose rule changed in rules 2:
+    ``mean_every``, or ``lmk`` placed by ``sentence``."""
+    names = (modes,) if isinstance(modes, str) else tuple(modes) if isinstance(modes, list | tuple) else ()
+    return "mean_every" in names or ("lmk" in names and placement == "sentence")
 
 
 

@@ -19,6 +19,7 @@ on disk.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import re
@@ -50,7 +51,7 @@ class Tokens:
     prompt_ids: list[int]
     ids: list[int]
     offsets: list[tuple[int, int]] | None  # None when the tokenizer cannot report offsets
-    sentence_ends: tuple[int, ...] = ()  # token indices where a sentence ends (sentence landmarks)
+    sentence_ends: tuple[int, ...] = ()  # token indices (exclusive) where a sentence ends (LMK)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -159,6 +160,12 @@ class Encoder:
             verbose=False,
         )
         ids: list[int] = list(encoded["input_ids"])
+        sentence = self.pooling.selection == "lmk" and self.pooling.landmark_placement == "sentence"
+        if sentence and not self.tokenizer.is_fast:  # (sentence_grouped falls back to every g tokens)
+            raise ModelError(
+                f"{self.folder.name}: sentence-placed landmarks need a fast tokenizer (character "
+                "offsets); use landmark_placement = fixed"
+            )
         if not self.tokenizer.is_fast:
             n_prompt = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
             return Tokens(prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=None)
@@ -171,22 +178,27 @@ class Encoder:
         shift = len(prompt)
         content_offsets = [(max(s - shift, 0), max(e - shift, 0)) for s, e in offsets[n_prompt:]]
         ends: tuple[int, ...] = ()
-        if self.pooling.selection == "lmk" and self.pooling.landmark_placement == "sentence":
-            ends = _sentence_ends(text, content_offsets)
+        if self.pooling.sentence_landmarks:
+            grouped = self.pooling.landmark_placement == "sentence_grouped"
+            ends = (_sentence_ends if grouped else _split_sentence_ends)(text, content_offsets)
         return Tokens(
             prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=content_offsets, sentence_ends=ends
         )
 
     def content_budget(self, tokens: Tokens, extended: bool = False) -> int:
         """How many content tokens fit in one window (``extended``: one extended window) next to
-        the special tokens and the prompt."""
+        the special tokens and the prompt, wherever in ``tokens`` the window starts. With landmarks
+        placed after every sentence it depends on the text (:func:`_sentence_budget`)."""
         window = self.extended_window if extended else self.window_size
         budget = window - len(self.prefix_ids) - len(self.suffix_ids) - len(tokens.prompt_ids)
         selection = self.pooling.selection
-        if selection == "lmk":  # landmarks count inside the budget; the last replaces the suffix
+        if selection == "lmk" and self.pooling.landmark_placement == "sentence":
+            # a landmark after every sentence: as many as the text has sentence ends in a window
+            budget = _sentence_budget(budget + len(self.suffix_ids), tokens.sentence_ends, len(tokens))
+        elif selection == "lmk":  # landmarks count inside the budget; the last replaces the suffix
             budget += len(self.suffix_ids)
             every = self.pooling.landmark_every
-            if self.pooling.landmark_placement == "sentence":
+            if self.pooling.landmark_placement == "sentence_grouped":
                 every = every // 2 + 1  # sentence chunks are longer than half of g (see window)
             budget -= -(-budget // (every + 1))
         elif selection == "multicls":
@@ -220,7 +232,13 @@ class Encoder:
         return Window(head + content + self.suffix_ids, content_start=len(head))
 
     def _landmark_chunks(self, tokens: Tokens, start: int, end: int) -> list[tuple[int, int]]:
-        """Chunks closed by a landmark: every g tokens, or at the last sentence end past g/2."""
+        """Chunks closed by a landmark: every g tokens (``fixed``); after every sentence, however
+        long (``sentence``, the paper's sentence chunking); at the last sentence end past g/2, else
+        at g (``sentence_grouped``, ragidx's rule before issue 28). The window's last chunk ends
+        with one whether or not a sentence ends there (it replaces the closing SEP)."""
+        if self.pooling.landmark_placement == "sentence":
+            cuts = [start, *(e for e in tokens.sentence_ends if start < e < end), end]
+            return list(itertools.pairwise(cuts))
         every = self.pooling.landmark_every
         ends = sorted(e for e in tokens.sentence_ends if start < e <= end)
         chunks: list[tuple[int, int]] = []
@@ -427,6 +445,11 @@ class Encoder:
         if selection == "multicls":
             return (ids == self.landmark_id) & real
         every = self.pooling.mean_every
+        if selection == "mean_every":
+            # the LMK authors' Mean@k: input positions 0, k, 2k, … of the whole window ([CLS] and
+            # the prompt included, a trailing [SEP] too when it falls on one), padding left out
+            return (positions % every == 0) & real
+        # mean_every_content (ragidx before issue 28): the k-th, 2k-th, … content token
         offset = positions - starts.unsqueeze(1)
         content_end = mask.sum(dim=1, keepdim=True) - len(self.suffix_ids)
         chosen = (offset >= 0) & ((offset + 1) % every == 0) & (positions < content_end)
@@ -444,12 +467,53 @@ _SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s|$)|\n")
 
 
 def _sentence_ends(text: str, offsets: list[tuple[int, int]]) -> tuple[int, ...]:
-    """Token indices (exclusive) at which a sentence of ``text`` ends."""
+    """Token indices (exclusive) at which a sentence of ``text`` ends, by ragidx's regex (the
+    ``sentence_grouped`` placement, kept as it was: a newline's end maps one token late)."""
     import bisect
 
     token_ends = [e for _, e in offsets]
     ends = {bisect.bisect_left(token_ends, m.end()) + 1 for m in _SENTENCE_END.finditer(text)}
     return tuple(sorted(e for e in ends if 0 < e <= len(offsets)))
+
+
+def _split_sentence_ends(text: str, offsets: list[tuple[int, int]]) -> tuple[int, ...]:
+    """Token indices (exclusive) at which a sentence of ``text`` ends, by the LMK authors' splitter
+    (:func:`ragidx.embed.sentences.sentence_ends`): the number of tokens that start before each
+    sentence's end character."""
+    import bisect
+
+    from ragidx.embed.sentences import sentence_ends
+
+    starts = [s for s, _ in offsets]
+    ends = {bisect.bisect_left(starts, end) for end in sentence_ends(text)}
+    return tuple(sorted(e for e in ends if e > 0))
+
+
+def _sentence_budget(room: int, sentence_ends: Sequence[int], n_tokens: int) -> int:
+    """The most content tokens ``b`` such that any ``b`` consecutive tokens of the text, with a
+    landmark after each sentence end inside them and one at their end, take at most ``room``
+    positions: the largest ``b`` with ``b + 1 + (most sentence ends strictly inside a span of b)``
+    ``<= room``. Windows start anywhere (overlapping chunks, PCW), so this holds for every start."""
+    inner = sorted(e for e in set(sentence_ends) if e < n_tokens)  # the text's end is never inside
+
+    def most_inside(b: int) -> int:  # the most ends e with s < e < s + b, over every start s
+        if b < 2:
+            return 0
+        best, lo = 0, 0
+        for hi, end in enumerate(inner):
+            while end - inner[lo] > b - 2:
+                lo += 1
+            best = max(best, hi - lo + 1)
+        return best
+
+    low, high = 0, max(room - 1, 0)  # b = room - 1 fits when no sentence ends inside
+    while low < high:
+        mid = (low + high + 1) // 2
+        if mid + 1 + most_inside(mid) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _pick_device(name: str) -> torch.device:

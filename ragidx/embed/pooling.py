@@ -7,16 +7,26 @@ Modes follow sentence-transformers' names so a ``1_Pooling/config.json`` maps on
 non-padding token, with EOS appended by the encoder). Several modes concatenate, as in
 sentence-transformers.
 
-Three more modes pool a selection of tokens (the encoder marks them):
+Four more modes pool a selection of tokens (the encoder marks them):
 
 * ``lmk`` — landmark pooling (LMK paper, Algorithms 1–2): the tokenizer's SEP (EOS if it has none)
-  is inserted after every ``landmark_every`` content tokens (``placement = "sentence"``: at sentence
-  ends), the last one in place of the closing SEP, inside the token budget; the vector is the mean
-  of the landmark states. **LMK is meant for encoders fine-tuned with LMK pooling**; on
-  off-the-shelf encoders it is an experiment (see docs/extension.md for what it measured);
+  is inserted after every ``landmark_every`` content tokens (``placement = "fixed"``, the default),
+  after every sentence (``"sentence"``, the paper's sentence chunking: the authors' heuristic English
+  splitter, :mod:`ragidx.embed.sentences`), or at the last sentence end past g/2
+  (``"sentence_grouped"``, ragidx's "sentence" before issue 28); the window's last one in place of
+  the closing SEP, all inside the token budget; the vector is the mean of the landmark states.
+  **LMK is meant for encoders fine-tuned with LMK pooling**; on off-the-shelf encoders it is an
+  experiment (see docs/extension.md for what it measured);
 * ``multicls`` — the paper's training-free analogue: a [CLS] before every ``multicls_every`` tokens,
   mean of the [CLS] states;
-* ``mean_every`` — Mean@k: mean of every ``mean_every``-th content token.
+* ``mean_every`` — Mean@k as the LMK authors compute it: the mean of the states at input positions
+  0, k, 2k, … of the whole window ([CLS] and the prompt included, padding not);
+* ``mean_every_content`` — ragidx's Mean@k before issue 28: the k-th, 2k-th, … content token (the
+  last content token for inputs shorter than k).
+
+Before issue 28 ragidx called ``sentence_grouped`` "sentence" and ``mean_every_content``
+"mean_every"; an index manifest written then reads as the rule its documents were embedded with
+(``rules`` in :class:`~ragidx.embed.config.PoolingConfig`).
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ spaces, UTF-8), checked on every read: a change that leaves valid JSON (a bit fl
 ``"window": 512`` into ``112``, a hand edit) is refused instead of searching, or embedding new
 documents, with the wrong settings. Format 1 manifests (ragidx 0.1 and 0.2) have none and are read
 as before; the next commit writes format 2, with one.
+
+The pooling record of an index built with lmk ``sentence`` or ``mean_every`` pooling carries
+``"rules": 2`` (the LMK authors' rules those names mean since issue 28); one without it was written
+before and reads as the rule of its time, ``sentence_grouped`` or ``mean_every_content``
+(:class:`EncoderInfo`). Other pooling records are written as they always were.
 """
 
 from __future__ import annotations
@@ -55,6 +60,18 @@ class EncoderInfo(BaseModel):
     dense_layers: int = 0
     query_prompt: str = ""
     document_prompt: str = ""
+
+    @field_validator("pooling", mode="before")
+    @classmethod
+    def _rules_of_its_time(cls, value: Any) -> Any:
+        """A pooling record without ``rules`` was written under rules 1 (before issue 28): its lmk
+        ``sentence`` and ``mean_every`` read as ``sentence_grouped`` and ``mean_every_content``, so
+        an index keeps embedding queries as it embedded its documents. Records of those two names
+        carry ``rules`` since (see :data:`ragidx.embed.config.POOLING_RULES`); for any other record
+        rules 1 and 2 are the same."""
+        if isinstance(value, dict) and "rules" not in value:
+            return {**value, "rules": 1}
+        return value
 
 
 class ExternalEncoderInfo(BaseModel):

@@ -80,7 +80,7 @@ def streamable(encoder: Encoder, long_doc: LongDocConfig) -> bool:
         long_doc.policy in ("chunk", "pcw", "truncate", "extend")
         and long_doc.hybrid is None
         and long_doc.vectors_per_doc is None
-        and not (pooling.selection == "lmk" and pooling.landmark_placement == "sentence")
+        and not pooling.sentence_landmarks
     )
 
 

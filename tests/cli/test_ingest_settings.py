@@ -35,7 +35,17 @@ def test_pooling_shorthands() -> None:
     assert ingest_settings(IngestFlags(pooling="lmk:32")).model.landmark_every == 32
     sentence = ingest_settings(IngestFlags(pooling="lmk-sentence")).model
     assert (sentence.pooling, sentence.landmark_placement) == (("lmk",), "sentence")
-    with pytest.raises(ConfigError, match="only lmk, multicls and mean_every take"):
+    grouped = ingest_settings(IngestFlags(pooling="lmk-sentence-grouped:32")).model
+    assert (grouped.pooling, grouped.landmark_placement, grouped.landmark_every) == (
+        ("lmk",),
+        "sentence_grouped",
+        32,
+    )
+    content = ingest_settings(IngestFlags(pooling="mean_every_content:8")).model
+    assert (content.pooling, content.mean_every) == (("mean_every_content",), 8)
+    with pytest.raises(ConfigError, match="lmk-sentence puts a landmark after every sentence and takes no"):
+        ingest_settings(IngestFlags(pooling="lmk-sentence:64"))
+    with pytest.raises(ConfigError, match="only lmk, lmk-sentence-grouped, multicls, mean_every and"):
         ingest_settings(IngestFlags(pooling="mean:3"))
 
 

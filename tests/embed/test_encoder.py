@@ -192,34 +192,78 @@ def test_lmk_follows_algorithms_1_and_2(tiny_model: Path, every: int) -> None:
     np.testing.assert_allclose(encoder.embed_windows([window])[0], expected, atol=1e-5)
 
 
-def test_landmarks_count_inside_the_token_budget(tiny_model: Path) -> None:
-    for placement in ("fixed", "sentence"):
-        encoder = Encoder(
-            EncoderConfig(
-                model=str(tiny_model),
-                device="cpu",
-                pooling=("lmk",),
-                landmark_every=8,
-                landmark_placement=placement,
-            )
-        )
-        tokens = encoder.tokenize(long_text(300, seed=4))
-        budget = encoder.content_budget(tokens)
-        for start in (0, 13, 50):
-            assert len(encoder.window(tokens, start, start + budget).input_ids) <= TINY_WINDOW
-        assert budget >= TINY_WINDOW * 0.7  # and the budget is not wasted
-
-
-def test_sentence_landmarks_close_chunks_at_sentence_ends(tiny_model: Path) -> None:
-    encoder = Encoder(
+def _lmk(model: Path, placement: str, every: int = 8) -> Encoder:
+    return Encoder(
         EncoderConfig(
-            model=str(tiny_model),
+            model=str(model),
             device="cpu",
             pooling=("lmk",),
-            landmark_every=8,
-            landmark_placement="sentence",
+            landmark_every=every,
+            landmark_placement=placement,  # type: ignore[arg-type]
         )
     )
+
+
+@pytest.mark.parametrize("placement", ["fixed", "sentence", "sentence_grouped"])
+def test_landmarks_count_inside_the_token_budget(tiny_model: Path, placement: str) -> None:
+    encoder = _lmk(tiny_model, placement)
+    tokens = encoder.tokenize(long_text(300, seed=4))
+    budget = encoder.content_budget(tokens)
+    for start in range(len(tokens)):  # windows start anywhere (overlapping chunks, PCW)
+        assert len(encoder.window(tokens, start, start + budget).input_ids) <= TINY_WINDOW
+    assert budget >= TINY_WINDOW * 0.7  # and the budget is not wasted
+
+
+def test_sentence_landmarks_follow_the_paper(tiny_model: Path) -> None:
+    """placement "sentence": a landmark after every sentence (the authors' splitter: "Mr." does not
+    end one), the window's last one in place of the closing [SEP]; hand-computed positions."""
+    encoder = _lmk(tiny_model, "sentence", every=2)  # g plays no part
+    tokens = encoder.tokenize("Mr. Smith went home. He slept! Why? Because.")
+    # mr . smith went home . | he slept ! | why ? | because .
+    assert tokens.sentence_ends == (6, 9, 11, 13)
+    window = encoder.window(tokens)
+    sep = encoder.tokenizer.sep_token_id
+    assert [i for i, t in enumerate(window.input_ids) if t == sep] == [7, 11, 14, 17]
+    assert len(window.input_ids) == 18
+    decoded = encoder.tokenizer.decode(window.input_ids)
+    assert decoded == "[CLS] mr. smith went home. [SEP] he slept! [SEP] why? [SEP] because. [SEP]"
+    # a window cut inside a sentence still ends with a landmark; a sentence end at its start is not one
+    part = encoder.window(tokens, 6, 10)
+    assert encoder.tokenizer.decode(part.input_ids) == "[CLS] he slept! [SEP] why [SEP]"
+    hidden = _direct(encoder, window.input_ids)
+    expected = torch.nn.functional.normalize(hidden[[7, 11, 14, 17]].mean(dim=0), dim=-1).numpy()
+    np.testing.assert_allclose(encoder.embed_windows([window])[0], expected, atol=1e-5)
+
+
+def test_sentence_landmark_budget_holds_for_any_text(tiny_model: Path) -> None:
+    """With a landmark per sentence the landmarks a window holds depend on the text: the budget
+    keeps every window within the model window, wherever it starts, for a run of one-word
+    sentences, a sentence longer than the window, and ordinary prose; windows of more content
+    would not fit somewhere."""
+    import random
+
+    encoder = _lmk(tiny_model, "sentence")
+    rng = random.Random(7)
+    short = " ".join(f"{rng.choice(['Yes', 'No', 'Maybe'])}." for _ in range(40))  # 2 tokens each
+    lines = "\n".join(rng.choice(["yes", "no", "maybe"]) for _ in range(60))  # 1 token each
+    long_sentence = "the river " * 60 + "ends here."
+    texts = [short, lines, long_sentence, long_text(200, seed=1), f"{long_text(40)} {short} {long_sentence}"]
+    for text in texts:
+        tokens = encoder.tokenize(text)
+        budget = encoder.content_budget(tokens)
+        longest = max(len(encoder.window(tokens, s, s + budget).input_ids) for s in range(len(tokens)))
+        assert longest <= TINY_WINDOW
+        wider = max(len(encoder.window(tokens, s, s + budget + 1).input_ids) for s in range(len(tokens)))
+        assert wider > TINY_WINDOW or budget + 1 >= len(tokens)
+    # one-token sentences: half the window is landmarks; one long sentence: a single landmark
+    assert encoder.content_budget(encoder.tokenize(lines)) == (TINY_WINDOW - 1) // 2
+    assert encoder.content_budget(encoder.tokenize(long_sentence)) == TINY_WINDOW - 2
+
+
+def test_sentence_grouped_landmarks_keep_the_former_rule(tiny_model: Path) -> None:
+    """placement "sentence_grouped" (ragidx's "sentence" before issue 28): a chunk closes at the
+    last sentence end past g/2, else at g, with the regex splitter (for which "Mr." ends one)."""
+    encoder = _lmk(tiny_model, "sentence_grouped")
     text = (
         "one two three four five six. seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen."
     )
@@ -228,9 +272,14 @@ def test_sentence_landmarks_close_chunks_at_sentence_ends(tiny_model: Path) -> N
     decoded = encoder.tokenizer.decode(encoder.window(tokens).input_ids)
     assert decoded.startswith("[CLS] one two three four five six. [SEP] seven")
     assert decoded.endswith("[SEP]") and decoded.count("[SEP]") == 3
+    tokens = encoder.tokenize("Mr. Smith went home. He slept! Why? Because.")
+    assert tokens.sentence_ends == (2, 6, 9, 11, 13)
+    assert encoder.tokenizer.decode(encoder.window(tokens).input_ids) == (
+        "[CLS] mr. smith went home. [SEP] he slept! why? because. [SEP]"
+    )
 
 
-def test_multicls_and_mean_every_follow_their_definitions(tiny_model: Path) -> None:
+def test_multicls_and_mean_every_content_follow_their_definitions(tiny_model: Path) -> None:
     tokens_text = long_text(20, seed=5)
     multi = Encoder(
         EncoderConfig(model=str(tiny_model), device="cpu", pooling=("multicls",), multicls_every=5)
@@ -249,7 +298,10 @@ def test_multicls_and_mean_every_follow_their_definitions(tiny_model: Path) -> N
     )
     np.testing.assert_allclose(multi.embed_windows([window])[0], expected.numpy(), atol=1e-5)
 
-    every = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", pooling=("mean_every",), mean_every=4))
+    # mean_every_content (ragidx's mean_every before issue 28): the k-th, 2k-th, … content token
+    every = Encoder(
+        EncoderConfig(model=str(tiny_model), device="cpu", pooling=("mean_every_content",), mean_every=4)
+    )
     window = every.window(tokens)
     hidden = _direct(every, window.input_ids)
     picked = [1 + j for j in range(3, len(tokens.ids), 4)]  # the 4th, 8th, … content token
@@ -260,6 +312,36 @@ def test_multicls_and_mean_every_follow_their_definitions(tiny_model: Path) -> N
     np.testing.assert_allclose(
         every.embed_windows([short])[0], torch.nn.functional.normalize(hidden[-2], dim=-1).numpy(), atol=1e-5
     )
+
+
+@pytest.mark.parametrize("k", [1, 3, 4, 64])
+def test_mean_every_averages_every_kth_input_position(tiny_model: Path, k: int) -> None:
+    """Mean@k as the LMK authors compute it (eval_scripts/landmark_index.py,
+    mean_pool_on_every_k_tokens): positions p of the whole input with p % k == 0 — [CLS], the
+    prompt and a trailing [SEP] included — over real tokens only; against a slow reference that
+    runs each window alone and picks the positions one by one, the windows batched with padding."""
+    encoder = Encoder(
+        EncoderConfig(
+            model=str(tiny_model),
+            device="cpu",
+            pooling=("mean_every",),
+            mean_every=k,
+            document_prompt="passage: ",
+        )
+    )
+    tokens = encoder.tokenize(long_text(40, seed=6))
+    assert len(tokens.prompt_ids) == 2  # "passage :", between [CLS] and the content
+    # [CLS] + 2 + n + [SEP]: the [SEP] sits at 8 for n = 5 (k = 4), at 9 for n = 6 (k = 3)
+    windows = [encoder.window(tokens, 0, n) for n in (1, 5, 6, 9, 30)]
+    together = encoder.embed_windows(windows)
+    for window, vector in zip(windows, together, strict=True):
+        hidden = _direct(encoder, window.input_ids)
+        picked = []
+        for position in range(len(window.input_ids)):
+            if position % k == 0:
+                picked.append(hidden[position])
+        expected = torch.nn.functional.normalize(torch.stack(picked).mean(dim=0), dim=-1).numpy()
+        np.testing.assert_allclose(vector, expected, atol=1e-5)
 
 
 def test_selection_poolings_cannot_be_combined(tiny_model: Path) -> None:

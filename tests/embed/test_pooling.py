@@ -86,3 +86,39 @@ def test_l2_normalize_scales_rows_and_keeps_zero_rows_zero() -> None:
 
     out = l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0], [0.0, -2.0]], dtype=np.float32))
     np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, 0.0], [0.0, -1.0]], atol=1e-7)
+
+
+def test_names_whose_rule_changed_are_marked_with_their_rules() -> None:
+    """lmk "sentence" and "mean_every" meant other rules before issue 28 (now "sentence_grouped"
+    and "mean_every_content"): their dumps carry "rules": 2, so no manifest or cache key written
+    before reads as them; every other config dumps as before (same keys: caches keep serving)."""
+    before = {"modes", "include_prompt", "normalize", "landmark_every", "landmark_placement"}
+    before |= {"multicls_every", "mean_every"}
+    for config in (
+        PoolingConfig(),
+        PoolingConfig(modes=("lmk",)),
+        PoolingConfig(modes=("lmk",), landmark_placement="sentence_grouped"),
+        PoolingConfig(modes=("mean_every_content",)),
+        PoolingConfig(modes=("mean",), landmark_placement="sentence"),  # placement unused
+    ):
+        assert set(config.model_dump(mode="json")) == before
+    for config in (
+        PoolingConfig(modes=("mean_every",)),
+        PoolingConfig(modes=("lmk",), landmark_placement="sentence"),
+    ):
+        dumped = config.model_dump(mode="json")
+        assert dumped["rules"] == 2
+        assert PoolingConfig.model_validate(dumped) == config
+
+
+def test_rules_1_read_the_names_as_ragidx_used_them_before() -> None:
+    old = PoolingConfig.model_validate({"modes": ["lmk"], "landmark_placement": "sentence", "rules": 1})
+    assert (old.modes, old.landmark_placement) == (("lmk",), "sentence_grouped")
+    assert PoolingConfig.model_validate({"modes": "mean_every", "rules": 1}).modes == ("mean_every_content",)
+    fixed = PoolingConfig.model_validate({"modes": ["lmk"], "rules": 1})
+    assert fixed == PoolingConfig(modes=("lmk",))  # other names: the same rule under both
+    assert PoolingConfig.model_validate({"modes": ["mean_every"]}).modes == (
+        "mean_every",
+    )  # no rules: today's
+    with pytest.raises(ValueError, match="pooling rules 3 are not known to this ragidx"):
+        PoolingConfig.model_validate({"modes": ["mean"], "rules": 3})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -285,3 +286,39 @@ def test_removing_from_a_hybrid_index_forces_no_faiss_pass_per_document(
     assert passes == []
     assert index.document_vectors.ntotal == before - 2 == len(index)  # one document-level vector each
     assert set(index.store.vids()) == set(index.vectors.ids()) | set(index.document_vectors.ids())
+
+
+@pytest.mark.parametrize(
+    "pooling",
+    [
+        {"pooling": ["lmk"], "landmark_placement": "sentence_grouped", "landmark_every": 4},
+        {"pooling": ["mean_every_content"], "mean_every": 3},
+    ],
+)
+def test_an_index_built_under_the_former_pooling_rules_keeps_them(
+    tmp_path: Path, tiny_model: Path, pooling: dict[str, object]
+) -> None:
+    """An index whose manifest ragidx wrote before issue 28, with lmk "sentence" or "mean_every"
+    (no "rules" in its pooling), embeds its queries by the rules its documents were embedded with:
+    today's "sentence_grouped" and "mean_every_content"."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(["Alpha river. Stone bridge!", "Beta garden music. Loud.", "Gamma winter."]):
+        (docs / f"d{i}.txt").write_text(text)
+    model = {"model": str(tiny_model), "device": "cpu", **pooling}
+    ingest(docs, tmp_path / "ix", RagidxConfig().override(model=model))
+
+    def as_written_before(raw: dict[str, Any]) -> None:
+        recorded = raw["encoder"]["pooling"]
+        assert "rules" not in recorded
+        recorded["modes"] = ["mean_every" if m == "mean_every_content" else m for m in recorded["modes"]]
+        if recorded["landmark_placement"] == "sentence_grouped":
+            recorded["landmark_placement"] = "sentence"
+
+    edit_manifest(tmp_path / "ix", as_written_before)
+    index = Index.open(tmp_path / "ix")
+    expected = Encoder(EncoderConfig.model_validate(model))
+    assert index.encoder.pooling == expected.pooling
+    query = "Alpha river. Stone bridge! Beta garden music."
+    np.testing.assert_allclose(index.encoder.embed([query])[0], expected.embed([query])[0], atol=1e-6)
+    assert len(index.search(query, k=3)) == 3  # and it searches

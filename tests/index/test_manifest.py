@@ -218,3 +218,45 @@ def test_a_lexical_section_from_before_passages_reads_as_whole_documents(tmp_pat
     old = Manifest.model_validate(raw)
     assert old.lexical is not None and old.lexical.passage_terms == 0
     assert old.lexical.model_copy(update={"passage_terms": 256}) == LexicalConfig()
+
+
+@pytest.mark.parametrize(
+    ("pooling", "modes", "placement"),
+    [
+        ({"modes": ["lmk"], "landmark_placement": "sentence"}, ("lmk",), "sentence_grouped"),
+        ({"modes": ["mean_every"]}, ("mean_every_content",), "fixed"),
+        ({"modes": ["lmk"], "landmark_placement": "fixed"}, ("lmk",), "fixed"),
+    ],
+)
+def test_pooling_recorded_before_issue_28_keeps_its_rules(
+    tmp_path: Path, pooling: dict[str, Any], modes: tuple[str, ...], placement: str
+) -> None:
+    """A manifest's pooling without ``rules`` was written by a ragidx whose lmk "sentence" and
+    "mean_every" are today's "sentence_grouped" and "mean_every_content": it reads as those, so the
+    index embeds queries as it embedded its documents, and writes them under those names."""
+    manifest = _manifest()
+    raw = json.loads(manifest.model_dump_json())
+    raw["encoder"]["pooling"] = {**raw["encoder"]["pooling"], **pooling}
+    assert "rules" not in raw["encoder"]["pooling"]
+    old = Manifest.model_validate(raw)
+    assert isinstance(old.encoder, EncoderInfo)
+    assert (old.encoder.pooling.modes, old.encoder.pooling.landmark_placement) == (modes, placement)
+    old.write(tmp_path)
+    again = json.loads((tmp_path / MANIFEST_NAME).read_text())["encoder"]["pooling"]
+    assert (tuple(again["modes"]), again["landmark_placement"], "rules" in again) == (modes, placement, False)
+    assert Manifest.read(tmp_path) == old
+
+
+def test_pooling_under_todays_rules_round_trips(tmp_path: Path) -> None:
+    for pooling in (
+        PoolingConfig(modes=("lmk",), landmark_placement="sentence"),
+        PoolingConfig(modes=("mean_every",), mean_every=32),
+    ):
+        manifest = _manifest()
+        assert isinstance(manifest.encoder, EncoderInfo)
+        manifest.encoder.pooling = pooling
+        manifest.write(tmp_path)
+        raw = json.loads((tmp_path / MANIFEST_NAME).read_text())
+        assert raw["encoder"]["pooling"]["rules"] == 2
+        read = Manifest.read(tmp_path)
+        assert isinstance(read.encoder, EncoderInfo) and read.encoder.pooling == pooling
