@@ -28,8 +28,9 @@ ALLOWED: dict[str, set[str]] = {
     "search": {"embed", "index"},
     "evaluate": {"read", "embed", "index", "search", "config"},
     "probe": {"read", "embed", "index", "search", "evaluate", "config"},
+    "train": {"read", "embed"},  # ragidx train: fine-tunes what embed loads, from what read reads
     "integrations": {"read", "embed", "index", "ingestion", "search", "config"},
-    "cli": {"read", "embed", "index", "ingestion", "search", "evaluate", "probe", "config"},
+    "cli": {"read", "embed", "index", "ingestion", "search", "evaluate", "probe", "train", "config"},
 }
 SHARED = {"errors", "faults", "_deprecated", ""}  # "" is ``from ragidx import __version__``
 

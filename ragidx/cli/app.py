@@ -21,7 +21,7 @@ import typer
 import typer.core
 
 from ragidx import __version__
-from ragidx.cli import delete, eval, info, ingest, probe, query, serve, verify
+from ragidx.cli import delete, eval, info, ingest, probe, query, serve, train, verify
 from ragidx.cli.console import out, state
 
 
@@ -98,5 +98,6 @@ app.command("info")(info.info_command)
 app.command("verify")(verify.verify_command)
 app.command("delete")(delete.delete_command)
 app.command("serve")(serve.serve_command)
+app.command("train")(train.train_command)
 app.add_typer(eval.eval_app, name="eval")
 app.add_typer(probe.probe_app, name="probe")

@@ -122,8 +122,9 @@ def eval_command(
         typer.Option(
             "--task",
             "-t",
-            help="passkey, needle, qmsum, beir:PATH (a BEIR folder) or longembed:CONFIG "
-            "(narrativeqa, summ_screen_fd, 2wikimqa, qmsum, passkey, needle; on disk or hub). Repeatable.",
+            help="passkey, needle, qmsum (or one split: qmsum:val, qmsum:train), beir:PATH (a BEIR "
+            "folder) or longembed:CONFIG (narrativeqa, summ_screen_fd, 2wikimqa, qmsum, passkey, "
+            "needle; on disk or hub). Repeatable.",
         ),
     ] = None,
     model: Annotated[

@@ -193,17 +193,23 @@ class PoolingConfig(BaseModel):
             modes = [modes] if isinstance(modes, str) else list(modes)
         else:
             modes = [mode for key, mode in _LEGACY_KEYS.items() if raw.get(key)] or ["mean"]
-        unsupported = [m for m in modes if m not in POOLING_MODES]
+        # "lmk" with landmark_every / landmark_placement: a model trained by `ragidx train`
+        unsupported = [m for m in modes if m not in (*POOLING_MODES, "lmk")]
         if unsupported:
             raise ModelError(
                 f"{path}: pooling mode {unsupported[0]!r} is not supported by ragidx "
-                f"(supported: {', '.join(POOLING_MODES)}); set pooling in the config to override"
+                f"(supported: {', '.join(POOLING_MODES)}, lmk); set pooling in the config to override"
             )
-        return cls(
-            modes=tuple(modes),
-            include_prompt=bool(raw.get("include_prompt", True)),
-            normalize=normalize,
-        )
+        landmarks = {k: raw[k] for k in ("landmark_every", "landmark_placement") if k in raw}
+        try:
+            return cls(
+                modes=tuple(modes),
+                include_prompt=bool(raw.get("include_prompt", True)),
+                normalize=normalize,
+                **landmarks,
+            )
+        except ValueError as exc:
+            raise ModelError(f"{path}: invalid pooling settings ({exc})") from exc
 
 
 def _uses_renamed_rules(modes: object, placement: object) -> bool:

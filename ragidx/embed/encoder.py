@@ -132,9 +132,10 @@ class Encoder:
         self.dim = self._output_dim()
         self.extension: Extension | None = None
         if extension is not None and (extension.method != "none" or extension.uses_tau):
-            offset = int(getattr(self.model.config, "pad_token_id", 1) or 1) + 1
-            offset = offset if model_type in _OFFSET_POSITION_MODELS else 0
-            self.extension = Extension(self.model, extension, self.window_size, offset)
+            self.extension = Extension(self.model, extension, self.window_size, self.position_offset)
+        # a position-tuned model (ragidx train --positions pi): inputs within the original window
+        # take ids 0, s, 2s, … so that they read exactly the original rows
+        self.tuned_positions = self.folder.tuned_positions
 
 
     @classmethod
@@ -213,7 +214,7 @@ class Encoder:
         """The model input for content tokens ``[start, end)`` (with landmarks or extra [CLS]
         tokens when the pooling asks for them)."""
         head = self.prefix_ids + tokens.prompt_ids
-        end = len(tokens.ids) if end is None else end
+        end = len(tokens.ids) if end is None else min(end, len(tokens.ids))
         content = tokens.ids[start:end]
         selection = self.pooling.selection
         if selection == "lmk":
@@ -408,20 +409,54 @@ class Encoder:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Final hidden states (batch, seq, dim) of right-padded windows, their ids, mask and
         content starts."""
+        ids, mask, starts = self.batch_inputs(windows)
+        if self.extension is None:
+            extra = self._tuned_position_ids(mask)
+            hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
+        else:
+            with self.extension.forward_kwargs(ids, mask.sum(dim=1), role) as extra:
+                hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
+        return hidden, ids, mask, starts
+
+    def batch_inputs(
+        self, windows: Sequence[Window], device: torch.device | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Right-padded ``input_ids`` and ``attention_mask`` (batch, longest) and the content starts
+        (batch,) of ``windows``, on ``device`` (default: the model's)."""
+        device = self.device if device is None else device
         longest = max(len(w.input_ids) for w in windows)
         ids = torch.full((len(windows), longest), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(windows), longest), dtype=torch.long)
         for row, w in enumerate(windows):
             ids[row, : len(w.input_ids)] = torch.tensor(w.input_ids)
             mask[row, : len(w.input_ids)] = 1
-        starts = torch.tensor([w.content_start for w in windows], device=self.device)
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        if self.extension is None:
-            hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
-        else:
-            with self.extension.forward_kwargs(ids, mask.sum(dim=1), role) as extra:
-                hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
-        return hidden, ids, mask, starts
+        starts = torch.tensor([w.content_start for w in windows])
+        return ids.to(device), mask.to(device), starts.to(device)
+
+    def _tuned_position_ids(self, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A position-tuned model's ids: ``0, s, 2s, …`` for rows within the original window (the
+        untuned model's rows, exactly), ``0, 1, 2, …`` for longer rows; nothing for other models."""
+        tuned = self.tuned_positions
+        if tuned is None:
+            return {}
+        steps = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)
+        short = (mask.sum(dim=1, keepdim=True) <= tuned.original_length).long()
+        ids = steps * (1 + short * (tuned.scale - 1)) + tuned.offset
+        return {"position_ids": ids}
+
+    @property
+    def position_offset(self) -> int:
+        """Where content positions start in a learned table: ``padding_idx + 1`` for RoBERTa-style
+        models, 0 otherwise."""
+        if self.model_type not in _OFFSET_POSITION_MODELS:
+            return 0
+        return int(getattr(self.model.config, "pad_token_id", 1) or 1) + 1
+
+    def selected_tokens(
+        self, ids: torch.Tensor, mask: torch.Tensor, starts: torch.Tensor
+    ) -> torch.Tensor | None:
+        """The tokens the selection pooling (lmk, multicls, mean_every) averages; None otherwise."""
+        return self._selected(ids, mask, starts)
 
     @torch.inference_mode()
     def _forward(self, windows: Sequence[Window], normalize: bool, role: Role = "document") -> np.ndarray:

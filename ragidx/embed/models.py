@@ -78,6 +78,33 @@ class DenseSpec:
         return torch.nn.Sequential(linear, activation)
 
 
+TUNED_POSITIONS_FILE = "ragidx_positions.json"  # beside the weights of a position-tuned model
+
+
+@dataclass(frozen=True)
+class TunedPositions:
+    """A position-tuned APE model (``ragidx train --positions pi``): its table holds ``original_length
+    · scale`` rows, the original ones at multiples of ``scale`` (after ``offset`` leading rows)."""
+
+    original_length: int
+    scale: int
+    offset: int = 0
+
+    @classmethod
+    def read(cls, folder: Path) -> TunedPositions | None:
+        path = folder / TUNED_POSITIONS_FILE
+        if not path.is_file():
+            return None
+        raw = _read_json(path)
+        try:
+            found = cls(int(raw["original_length"]), int(raw["scale"]), int(raw.get("offset", 0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"{path}: expected original_length, scale and offset ({exc})") from exc
+        if found.original_length < 1 or found.scale < 1 or found.offset < 0:
+            raise ModelError(f"{path}: original_length and scale must be positive")
+        return found
+
+
 @dataclass
 class ModelFolder:
     """A model resolved to a local folder, with what its sentence-transformers files say."""
@@ -91,6 +118,11 @@ class ModelFolder:
     normalize: bool = False
     prompts: dict[str, str] = field(default_factory=dict)
     max_seq_length: int | None = None
+
+    @property
+    def tuned_positions(self) -> TunedPositions | None:
+        """What a position-tuned model's marker file says (None for other models)."""
+        return TunedPositions.read(self.transformer_path)
 
     @property
     def query_prompt(self) -> str:

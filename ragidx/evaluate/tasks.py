@@ -13,6 +13,7 @@ mean of its groups' main metric (LongEmbed §2.2).
   redistributed. Generation is deterministic given the seed and the tokenizer.
 * ``qmsum``: the LongEmbed-style split (``corpus.jsonl``, ``queries.jsonl``, ``qrels.jsonl``); the
   two duplicated summaries are merged (one query, both meetings relevant): 1,527 queries.
+  ``qmsum:val`` (``qmsum:train``) keeps one split's meetings and queries: 35 val meetings.
 * ``beir:PATH``: any BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv`` or
   ``qrels.jsonl``/``qrels.tsv``); documents are ``"{title} {text}".strip()``.
 * ``longembed:CONFIG``: the ``dwzhu/LongEmbed`` layout (``CONFIG/{corpus,queries,qrels}.jsonl``,
@@ -114,14 +115,15 @@ def _load(
         if spec == "passkey":
             return passkey(encoder, lengths, seed)
         return needle(encoder, _find(root, spec, ("paul_graham_essays/essays", "essays", ".")), lengths, seed)
-    if spec == "qmsum":
-        return qmsum(_find(root, spec, ("qmsum/longembed_style", "longembed_style", ".")))
+    if spec == "qmsum" or spec.startswith("qmsum:"):
+        split = spec.partition(":")[2] or None
+        return qmsum(_find(root, "qmsum", ("qmsum/longembed_style", "longembed_style", ".")), split)
     if spec.startswith("beir:"):
         return beir(Path(spec[5:]).expanduser())
     if spec.startswith("longembed:"):
         return longembed(spec[10:], root, lengths)
     raise ConfigError(
-        f"unknown task {spec!r}: use passkey, needle, qmsum, beir:PATH or longembed:CONFIG "
+        f"unknown task {spec!r}: use passkey, needle, qmsum, qmsum:val, beir:PATH or longembed:CONFIG "
         f"({', '.join(LONGEMBED_CONFIGS)})"
     )
 
@@ -328,16 +330,39 @@ _DOC_ID = ("_id", "id", "doc_id", "corpus-id", "corpus_id")
 _QUERY_ID = ("_id", "id", "qid", "query_id", "query-id")
 
 
-def qmsum(folder: Path) -> Task:
-    """QMSum, LongEmbed-style split, duplicate summaries merged (1,529 → 1,527 queries)."""
+QMSUM_SPLITS = ("train", "val")
+
+
+def qmsum(folder: Path, split: str | None = None) -> Task:
+    """QMSum, LongEmbed-style split, duplicate summaries merged (1,529 → 1,527 queries).
+
+    ``split`` ("train" or "val") keeps only that split's meetings and their queries (the task is
+    then ``qmsum:val``): a model trained on the train meetings (``ragidx train``) is evaluated on
+    meetings it never saw."""
     group = _read_beir_like(folder, qrels_file=folder / "qrels.jsonl")
+    name = "qmsum"
+    if split is not None:
+        if split not in QMSUM_SPLITS:
+            raise ConfigError(f"unknown QMSum split {split!r}: use qmsum, qmsum:train or qmsum:val")
+        keep = {
+            _field(r, _DOC_ID, folder / "corpus.jsonl")
+            for r in _jsonl(folder / "corpus.jsonl")
+            if r.get("split") == split
+        }
+        if not keep:
+            raise InputError(f"{folder / 'corpus.jsonl'}: no meeting has \"split\": \"{split}\"")
+        group.corpus = {d: t for d, t in group.corpus.items() if d in keep}
+        group.qrels = {q: {d: v for d, v in j.items() if d in keep} for q, j in group.qrels.items()}
+        group.qrels = {q: j for q, j in group.qrels.items() if j}
+        group.queries = {q: t for q, t in group.queries.items() if q in group.qrels}
+        name = f"qmsum:{split}"
     by_text: dict[str, str] = {}
     for qid, text in list(group.queries.items()):
         first = by_text.setdefault(text, qid)
         if first != qid:
             group.qrels[first].update(group.qrels.pop(qid, {}))
             del group.queries[qid]
-    return Task("qmsum", "real", [group], str(folder))
+    return Task(name, "real", [group], str(folder))
 
 
 def beir(folder: Path, split: str = "test") -> Task:

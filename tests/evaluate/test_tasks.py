@@ -206,3 +206,23 @@ def test_sample_names_parse_back() -> None:
     assert tasks.sample_size("qmsum[64]") == ("qmsum", 64)
     assert tasks.sample_size("qmsum") == ("qmsum", None)
     assert tasks.sample_size("beir:x[y]") == ("beir:x[y]", None)
+
+
+def test_qmsum_split_keeps_one_split_of_meetings_and_their_queries(tmp_path: Path) -> None:
+    """``qmsum:val``: a model trained on the train meetings is scored on meetings it never saw."""
+    folder = tmp_path / "qmsum" / "longembed_style"
+    meetings = [("A", "train"), ("B", "train"), ("C", "val"), ("D", "val")]
+    corpus = [{"id": m, "split": s, "text": f"meeting {m}"} for m, s in meetings]
+    _write_jsonl(folder / "corpus.jsonl", corpus)
+    _write_jsonl(folder / "queries.jsonl", [{"id": f"{m}_g0", "text": f"summary {m}"} for m, _ in meetings])
+    qrels = [{"query_id": f"{m}_g0", "doc_id": m, "score": 1} for m, _ in meetings]
+    qrels.append({"query_id": "A_g0", "doc_id": "C", "score": 1})  # judged on a meeting of each split
+    _write_jsonl(folder / "qrels.jsonl", qrels)
+    val = load_task("qmsum:val", data=tmp_path)
+    group = val.groups[0]
+    assert val.name == "qmsum:val" and sorted(group.corpus) == ["C", "D"]
+    assert sorted(group.queries) == ["A_g0", "C_g0", "D_g0"]
+    assert group.qrels["A_g0"] == {"C": 1}  # only judgements on val meetings remain
+    assert sorted(load_task("qmsum:train", data=tmp_path).groups[0].corpus) == ["A", "B"]
+    with pytest.raises(ConfigError, match="unknown QMSum split"):
+        load_task("qmsum:test", data=tmp_path)
