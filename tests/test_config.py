@@ -226,3 +226,15 @@ def test_cli_prints_each_config_mistake_as_an_error_line_and_exits_2(tmp_path: P
     assert len(lines) == 3 and all(line.startswith(f"error: {path}: ") for line in lines), lines
     assert any("model.name: unknown key; valid keys in [model]: model," in line for line in lines)
     assert not (tmp_path / "ix").exists()
+
+
+def test_the_backend_and_int8_round_trip_through_a_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "ragidx.toml"
+    path.write_text('[model]\nbackend = "onnx"\ndtype = "int8"\n')
+    config = RagidxConfig.load(path)
+    assert (config.model.backend, config.model.dtype) == ("onnx", "int8")
+    assert RagidxConfig.model_validate(config.model_dump()).model == config.model
+    assert RagidxConfig().model.backend == "torch"  # float32 torch stays the default
+    path.write_text('[model]\nbackend = "tensorrt"\n')
+    with pytest.raises(ConfigError, match="model.backend: Input should be 'torch' or 'onnx'"):
+        RagidxConfig.load(path)

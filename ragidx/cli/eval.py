@@ -16,7 +16,7 @@ from rich.progress import Progress as RichBar
 from rich.table import Table
 
 from ragidx.cli.console import err, handle_errors, out, plain
-from ragidx.cli.options import Device, DType, Json
+from ragidx.cli.options import BackendName, Device, DType, Json
 from ragidx.config import describe_problems
 from ragidx.errors import ConfigError
 from ragidx.evaluate.grid import EvalGrid
@@ -187,8 +187,19 @@ def eval_command(
     ] = None,
     device: Device = None,
     dtype: Annotated[
-        DType, typer.Option(help="Weights and activations: auto is float32 on CPU, bfloat16 on CUDA.")
+        DType,
+        typer.Option(
+            help="Weights and activations: auto is float32 on CPU, bfloat16 on CUDA; int8 needs "
+            "--backend onnx."
+        ),
     ] = DType.auto,
+    backend: Annotated[
+        BackendName,
+        typer.Option(
+            help="torch, or onnx: ONNX Runtime on the CPU, float32 or (--dtype int8) dynamic int8, "
+            "for windows the model's own window holds (the onnx extra)."
+        ),
+    ] = BackendName.torch,
     batch_size: Annotated[int | None, typer.Option(min=1, help="Most windows per forward pass.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Recompute results already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -220,6 +231,7 @@ def eval_command(
         "cache_dir": None if no_cache else str(cache_dir),
         "device": device or "auto",
         "dtype": dtype.value,
+        "backend": backend.value,
         "batch_size": batch_size,
         "force": force,
     }
@@ -250,7 +262,7 @@ def grid_command(
     """Run a TOML grid (models × strategies × max lengths × tasks) as one resumable batch.
 
     Keys: models, strategies, selections (lists of candidates, as --select), max_lengths, tasks,
-    lengths, seed, sample, data_dir, out, cache_dir, device, dtype.
+    lengths, seed, sample, data_dir, out, cache_dir, device, dtype, backend.
     """
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))

@@ -32,6 +32,14 @@ class DType(StrEnum):
     float32 = "float32"
     float16 = "float16"
     bfloat16 = "bfloat16"
+    int8 = "int8"  # backend onnx only
+
+
+class BackendName(StrEnum):
+    """What runs the encoder (``EncoderConfig.backend``)."""
+
+    torch = "torch"
+    onnx = "onnx"
 
 
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]

@@ -40,7 +40,10 @@ Role = Literal["query", "document"]
 
 
 # ---------------------------------------------------------------------------------- encoder
-DTypeName = Literal["auto", "float32", "float16", "bfloat16"]
+DTypeName = Literal["auto", "float32", "float16", "bfloat16", "int8"]
+# torch: the model as transformers runs it; onnx: ONNX Runtime on the CPU for windows the model's
+# own window holds (float32 or dynamic int8, see ragidx.embed.onnx), torch for longer ones.
+Backend = Literal["torch", "onnx"]
 
 
 class EncoderConfig(BaseModel):
@@ -51,7 +54,9 @@ class EncoderConfig(BaseModel):
     model: str = Field("default", description="'default', a local folder, or a hub id")
     revision: str | None = Field(None, description="hub revision (branch, tag or commit)")
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
-    dtype: DTypeName = "auto"
+    dtype: DTypeName = Field(
+        "auto", description="auto | float32 | float16 | bfloat16 (torch) ; float32 | int8 (onnx)"
+    )
     max_length: int | None = Field(None, ge=8, description="window in tokens (default: model's)")
     batch_size: int = Field(32, ge=1, description="most windows in one forward pass")
     max_batch_tokens: int | None = Field(
@@ -67,6 +72,7 @@ class EncoderConfig(BaseModel):
     query_prompt: str | None = Field(None, description="override the model's query prompt")
     document_prompt: str | None = Field(None, description="override the model's document prompt")
     trust_remote_code: bool = False
+    backend: Backend = Field("torch", description="torch | onnx (CPU; see ragidx.embed.onnx)")
 
 
 

@@ -39,6 +39,8 @@ from ragidx.errors import ModelError
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+    from ragidx.embed.onnx import OnnxModel, OnnxPrecision
+
 # Models whose position ids start at padding_idx + 1 (RoBERTa style): two table rows are not content.
 _OFFSET_POSITION_MODELS = {"roberta", "xlm-roberta", "camembert", "mpnet", "longformer"}
 _POOLER_MODELS = {"bert", "roberta", "xlm-roberta", "camembert", "mpnet", "electra"}
@@ -76,8 +78,9 @@ class Encoder:
     ):
         self.config = config or EncoderConfig()
         self.folder = folder or resolve_model(self.config.model, self.config.revision)
-        self.device = _pick_device(self.config.device)
-        self.dtype = _pick_dtype(self.config.dtype, self.device)
+        onnx_auto = self.config.backend == "onnx" and self.config.device == "auto"
+        self.device = _pick_device("cpu" if onnx_auto else self.config.device)
+        self.dtype = _pick_dtype(self.config.dtype, self.device, self.config.backend)
         # CPU: small batches keep attention and matmuls in cache (about 20% faster than 16k tokens,
         # see benchmarks/README.md); GPU: large batches fill the device.
         self.max_batch_tokens = self.config.max_batch_tokens or (
@@ -136,7 +139,13 @@ class Encoder:
         # a position-tuned model (ragidx train --positions pi): inputs within the original window
         # take ids 0, s, 2s, … so that they read exactly the original rows
         self.tuned_positions = self.folder.tuned_positions
+        # backend onnx: ONNX Runtime for windows the model's own window holds (ragidx.embed.onnx)
+        self.onnx: OnnxModel | None = None
+        if self.config.backend == "onnx":
+            from ragidx.embed.onnx import OnnxModel
 
+            precision: OnnxPrecision = "int8" if self.config.dtype == "int8" else "float32"
+            self.onnx = OnnxModel.load(self.folder, self.model, precision)
 
     @classmethod
     def from_settings(cls, model: EncoderConfig, long_doc: LongDocConfig) -> Encoder:
@@ -144,6 +153,15 @@ class Encoder:
         of its ``[long_doc]`` section. Ingestion, ``Index.encoder``, the probes and the LangChain
         classes all build encoders here."""
         return cls(model, extension=long_doc.extension)
+    @property
+    def precision(self) -> str:
+        """How the vectors are computed: the torch dtype (``float32``, ``bfloat16``, …), or
+        ``onnx-float32`` / ``onnx-int8``. Index manifests and embedding-cache keys record any
+        precision but ``float32``."""
+        if self.onnx is not None:
+            return f"onnx-{self.onnx.precision}"
+        return str(self.dtype).removeprefix("torch.")
+
     @property
     def extended_window(self) -> int:
         """The longest window one forward pass takes: the extension's target length, else the window."""
@@ -410,13 +428,24 @@ class Encoder:
         """Final hidden states (batch, seq, dim) of right-padded windows, their ids, mask and
         content starts."""
         ids, mask, starts = self.batch_inputs(windows)
-        if self.extension is None:
+        if self.onnx is not None and self._onnx_runs(ids.shape[1], role):
+            hidden = self.onnx(ids, mask)
+        elif self.extension is None:
             extra = self._tuned_position_ids(mask)
             hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
         else:
             with self.extension.forward_kwargs(ids, mask.sum(dim=1), role) as extra:
                 hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
         return hidden, ids, mask, starts
+
+    def _onnx_runs(self, longest: int, role: Role) -> bool:
+        """Whether ONNX Runtime embeds a batch whose longest window is ``longest``: one the model's
+        own window holds, without TempScale or tuned positions (those run on torch)."""
+        if self.tuned_positions is not None:
+            return False
+        if self.extension is None:
+            return True
+        return longest <= self.extension.original_length and self.extension.config.tau_for(role) == 1.0
 
     def batch_inputs(
         self, windows: Sequence[Window], device: torch.device | None = None
@@ -562,7 +591,17 @@ def _pick_device(name: str) -> torch.device:
         raise ModelError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N") from exc
 
 
-def _pick_dtype(name: str, device: torch.device) -> torch.dtype:
+def _pick_dtype(name: str, device: torch.device, backend: str = "torch") -> torch.dtype:
+    """The torch model's dtype; backend onnx keeps a float32 torch model for the windows it leaves
+    to torch, and runs ``int8`` itself."""
+    if backend == "onnx":
+        if device.type != "cpu":
+            raise ModelError(f"backend onnx runs on the CPU, not {device}; use --device cpu or backend torch")
+        if name not in ("auto", "float32", "int8"):
+            raise ModelError(f"backend onnx runs float32 or int8, not {name}; use backend torch for {name}")
+        return torch.float32
+    if name == "int8":
+        raise ModelError("dtype int8 runs on ONNX Runtime: set backend onnx (--backend onnx)")
     if name != "auto":
         dtype = getattr(torch, name)
         if not isinstance(dtype, torch.dtype):

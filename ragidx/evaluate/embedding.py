@@ -76,9 +76,10 @@ class EmbedStats:
 class Encoders:
     """Loaded encoders, one per distinct (model, encoder overrides, active extension)."""
 
-    def __init__(self, device: str, dtype: str, batch_size: int | None) -> None:
+    def __init__(self, device: str, dtype: str, batch_size: int | None, backend: str = "torch") -> None:
         self.device = device
         self.dtype = dtype
+        self.backend = backend
         self.batch_size = batch_size
         self._loaded: dict[str, tuple[Encoder, str]] = {}
 
@@ -91,6 +92,7 @@ class Encoders:
                 "model": model,
                 "device": self.device,
                 "dtype": self.dtype,
+                "backend": self.backend,
                 **overrides,
             }
             if self.batch_size:
@@ -102,15 +104,19 @@ class Encoders:
 
 def _identity(encoder: Encoder) -> dict[str, object]:
     """What decides an encoder's vectors: its manifest description, plus the dtype when it is not
-    float32 (float32 keys stay as they were, so older caches keep serving CPU runs)."""
+    float32 (float32 keys stay as they were, so older caches keep serving CPU runs) and the
+    precision when ONNX Runtime computes them (``onnx-float32``, ``onnx-int8``)."""
     identity = encoder.describe()
     if encoder.dtype != torch.float32:
         identity["dtype"] = _dtype_name(encoder)
+    if encoder.onnx is not None:
+        identity["precision"] = encoder.precision
     return identity
 
 
 def _dtype_name(encoder: Encoder) -> str:
-    return str(encoder.dtype).removeprefix("torch.")
+    """The dtype a record's hardware names: the torch dtype, or ``onnx-float32`` / ``onnx-int8``."""
+    return encoder.precision
 
 
 def hardware(encoder: Encoder) -> Hardware:

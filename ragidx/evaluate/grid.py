@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragidx.embed.config import DTypeName
+from ragidx.embed.config import Backend, DTypeName
 from ragidx.embed.models import portable
 from ragidx.errors import ConfigError
 from ragidx.evaluate.report import EvalRecord, EvalResults, file_part, write_results
@@ -81,7 +81,12 @@ class EvalGrid(BaseModel):
     cache_dir: str | None = Field(None, description="embedding cache (None: no disk cache)")
     device: str = "auto"
     dtype: DTypeName = Field(
-        "auto", description="weights and activations (auto: float32 on CPU, bfloat16/float16 on CUDA)"
+        "auto",
+        description="weights and activations (auto: float32 on CPU, bfloat16/float16 on CUDA; int8: "
+        "backend onnx)",
+    )
+    backend: Backend = Field(
+        "torch", description="torch, or onnx: ONNX Runtime on the CPU (float32 or int8, ragidx.embed.onnx)"
     )
     batch_size: int | None = Field(None, ge=1)
     force: bool = Field(False, description="recompute records already in results.json")

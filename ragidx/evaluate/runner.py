@@ -77,7 +77,7 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
     if command not in results.commands:
         results.commands.append(command)
     cache = EmbeddingCache(grid.cache_dir)
-    encoders = Encoders(grid.device, grid.dtype, grid.batch_size)
+    encoders = Encoders(grid.device, grid.dtype, grid.batch_size, grid.backend)
     strategies = [parse(s) for s in grid.strategies]
     records = Records(results, out, grid, progress)
     lexical = LexicalScores()

@@ -153,7 +153,8 @@ class Index:
         if isinstance(encoder, ExternalEncoderInfo):
             info = encoder
         else:
-            info = EncoderInfo.model_validate(encoder.describe())
+            precision = None if encoder.precision == "float32" else encoder.precision
+            info = EncoderInfo.model_validate({**encoder.describe(), "precision": precision})
             long_doc = long_doc.for_model(encoder.window_size, encoder.folder.max_seq_length)  # recorded
         manifest = Manifest(
             ragidx_version=__version__,
@@ -210,6 +211,7 @@ class Index:
                     "mean_every": info.pooling.mean_every,
                     "query_prompt": info.query_prompt,
                     "document_prompt": info.document_prompt,
+                    **_recorded_backend(info.precision, runtime),
                 }
             )
             from ragidx.embed.encoder import Encoder  # torch: loaded only when a search needs it
@@ -712,3 +714,14 @@ def _check_level(
             f"{directory}: {what.replace('index', 'ids')} differ from the store's vector ids; the index "
             f"is inconsistent, {repair_hint(directory)}"
         )
+
+
+def _recorded_backend(precision: str | None, runtime: EncoderConfig) -> dict[str, str]:
+    """An index whose documents ONNX Runtime embedded (``onnx-float32``, ``onnx-int8``) reopens on
+    that backend and precision unless the run-time settings name a backend or a dtype other than
+    auto: queries and added documents are then embedded as its documents were. Other precisions
+    stay run-time choices."""
+    chosen = "backend" in runtime.model_fields_set or runtime.dtype != "auto"
+    if precision is None or not precision.startswith("onnx-") or chosen:
+        return {}
+    return {"backend": "onnx", "dtype": precision.removeprefix("onnx-")}

@@ -60,6 +60,12 @@ class EncoderInfo(BaseModel):
     dense_layers: int = 0
     query_prompt: str = ""
     document_prompt: str = ""
+    precision: str | None = Field(
+        None,
+        exclude_if=lambda value: value is None,  # float32 manifests read and fingerprint as before
+        description="how the document vectors were computed when not float32: bfloat16, float16, "
+        "onnx-float32 or onnx-int8 (Encoder.precision)",
+    )
 
     @field_validator("pooling", mode="before")
     @classmethod

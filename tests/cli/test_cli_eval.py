@@ -107,7 +107,8 @@ def test_bad_input_is_one_line_and_an_exit_code(
         ('selections = [["chunk:256"]]', "select chunk:256: give at least two different strategies"),
         ('selections = [["chunk:256", "nope"]]', "strategy nope: unknown part"),
         ("strategies = []", "give at least one strategy (or a selection of strategies)"),
-        ('dtype = "float64"', "dtype: Input should be 'auto', 'float32', 'float16' or 'bfloat16'"),
+        ('dtype = "float64"', "dtype: Input should be 'auto', 'float32', 'float16', 'bfloat16' or 'int8'"),
+        ('backend = "tensorrt"', "backend: Input should be 'torch' or 'onnx'"),
     ],
 )
 def test_bad_grid_file_names_the_file(line: str, message: str, tmp_path: Path) -> None:

@@ -133,3 +133,23 @@ def test_late_hybrid_and_budget_share_one_embedding_run(tiny_model: Path, tmp_pa
     assert by["late:32"].groups[0].embed_modes == {"late": 100}
     table = (tmp_path / "out" / "results.md").read_text()
     assert "Quality vs index size" in table and "★" in table
+
+
+def test_the_onnx_precision_keys_the_cache_and_names_the_hardware(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """backend onnx vectors (float32 or int8) never serve a torch run, nor each other; the torch
+    float32 key stays the one it was."""
+    pytest.importorskip("onnxruntime", reason="backend onnx needs the onnx extra")
+    pytest.importorskip("onnx", reason="backend onnx needs the onnx extra")
+    from ragidx.embed.config import ExtensionConfig
+
+    monkeypatch.setenv("RAGIDX_ONNX_CACHE", str(tmp_path / "onnx"))
+    keys, names = {}, {}
+    for backend, dtype in [("torch", "auto"), ("torch", "float32"), ("onnx", "auto"), ("onnx", "int8")]:
+        encoders = embedding.Encoders("cpu", dtype, None, backend)
+        encoder, keys[backend, dtype] = encoders.get(str(tiny_model), {}, ExtensionConfig())
+        names[backend, dtype] = embedding.hardware(encoder).dtype
+    assert keys["torch", "auto"] == keys["torch", "float32"]
+    assert len({keys["torch", "auto"], keys["onnx", "auto"], keys["onnx", "int8"]}) == 3
+    assert list(names.values()) == ["float32", "float32", "onnx-float32", "onnx-int8"]

@@ -322,3 +322,29 @@ def test_an_index_built_under_the_former_pooling_rules_keeps_them(
     query = "Alpha river. Stone bridge! Beta garden music."
     np.testing.assert_allclose(index.encoder.embed([query])[0], expected.embed([query])[0], atol=1e-6)
     assert len(index.search(query, k=3)) == 3  # and it searches
+
+
+def test_an_onnx_index_records_its_precision_and_reopens_with_it(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """backend onnx int8: the manifest says onnx-int8; reopened with run-time settings that name no
+    backend (dtype auto, as configs/default.toml writes it) the index embeds queries on it again;
+    settings that name one win. A float32 index records nothing (its manifest is as before)."""
+    pytest.importorskip("onnxruntime", reason="backend onnx needs the onnx extra")
+    pytest.importorskip("onnx", reason="backend onnx needs the onnx extra")
+    monkeypatch.setenv("RAGIDX_ONNX_CACHE", str(tmp_path / "onnx"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("alpha river stone")
+    fast = {"model": str(tiny_model), "device": "cpu", "backend": "onnx", "dtype": "int8"}
+    ingest(docs, tmp_path / "ix", RagidxConfig().override(model=fast))
+    raw = json.loads((tmp_path / "ix" / MANIFEST_NAME).read_text(encoding="utf-8"))
+    assert raw["encoder"]["precision"] == "onnx-int8"
+    reopened = Index.open(tmp_path / "ix", encoder_config=EncoderConfig(device="cpu", dtype="auto"))
+    assert reopened.encoder.precision == "onnx-int8"
+    explicit = Index.open(tmp_path / "ix", encoder_config=EncoderConfig(device="cpu", backend="torch"))
+    assert explicit.encoder.precision == "float32"
+    config = RagidxConfig().override(model={"model": str(tiny_model), "device": "cpu"})
+    ingest(docs, tmp_path / "plain", config)
+    plain = json.loads((tmp_path / "plain" / MANIFEST_NAME).read_text(encoding="utf-8"))
+    assert "precision" not in plain["encoder"]

@@ -260,3 +260,15 @@ def test_pooling_under_todays_rules_round_trips(tmp_path: Path) -> None:
         assert raw["encoder"]["pooling"]["rules"] == 2
         read = Manifest.read(tmp_path)
         assert isinstance(read.encoder, EncoderInfo) and read.encoder.pooling == pooling
+
+
+def test_the_precision_is_recorded_only_when_not_float32(tmp_path: Path) -> None:
+    """float32 manifests dump as before (no key); a faster precision reads back as written."""
+    manifest = _manifest()
+    assert manifest.encoder.precision is None
+    assert "precision" not in manifest.encoder.model_dump(mode="json")
+    encoder = manifest.encoder.model_copy(update={"precision": "onnx-int8"})
+    manifest.model_copy(update={"encoder": encoder}).write(tmp_path)
+    raw = json.loads((tmp_path / MANIFEST_NAME).read_text(encoding="utf-8"))
+    assert raw["encoder"]["precision"] == "onnx-int8"
+    assert Manifest.read(tmp_path).encoder.precision == "onnx-int8"

@@ -1,0 +1,222 @@
+"""ONNX Runtime for the windows the model's own window holds (``EncoderConfig.backend = "onnx"``).
+
+The transformer is exported once per model (its weights fingerprint) to ONNX, with
+``torch.onnx.export``, into a cache folder outside any repository (``$RAGIDX_ONNX_CACHE``, default
+``~/.cache/ragidx/onnx/<fingerprint>-r<recipe>/``), and run by ONNX Runtime on the CPU with its
+full graph optimisations (fused attention, bias + GELU, skip + layer norm). The encoder keeps the
+torch model beside it: windows longer than the model's window (context extension), TempScale
+(τ ≠ 1) and position-tuned models run on torch, so every long-document policy keeps working and
+gives the same vectors it gives on torch for those windows.
+
+Two precisions:
+
+* ``float32``: the same arithmetic as torch up to operation order (minimum cosine to torch
+  float32 above 0.99999 on real texts).
+* ``int8``: dynamic int8 quantization (ONNX Runtime's ``quantize_dynamic``: per-channel symmetric
+  int8 weights, activations quantized per batch to uint8, VNNI/AMX integer kernels) of the weight
+  matrix multiplications only. Two things set it apart from the ``avx512_vnni`` model that
+  sentence-transformers' ``export_dynamic_quantized_onnx_model`` writes, whose minimum cosine to
+  float32 was 0.966–0.971 on essay passages with all-MiniLM-L6-v2: attention's activation ×
+  activation products (QKᵀ and softmax·V) and the embedding tables stay float32, and so does each
+  layer's feed-forward down-projection (intermediate → hidden, whose input after GELU has the
+  widest range); see :func:`quantize` and benchmarks/README.md (``cpu_backends.py``).
+
+Needs the ``onnx`` extra (``onnxruntime`` and ``onnx``); loading without it is a one-line
+:class:`~ragidx.errors.ModelError` naming it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+
+from ragidx.errors import ModelError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from ragidx.embed.models import ModelFolder
+
+OnnxPrecision = Literal["float32", "int8"]
+# Bump when the export or the quantization recipe changes: older files are then not reused.
+RECIPE = 1
+CACHE_ENV = "RAGIDX_ONNX_CACHE"
+INSTALL_HINT = "pip install 'ragidx[onnx]' (onnxruntime and onnx), or use backend torch"
+_OPSET = 17
+
+
+def cache_root() -> Path:
+    """Where exported models live: ``$RAGIDX_ONNX_CACHE``, else ``~/.cache/ragidx/onnx``."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ragidx" / "onnx").expanduser()
+
+
+class OnnxModel:
+    """An ONNX Runtime session over a model's transformer: token ids and mask in, final hidden
+    states out (float32 torch tensors, like the torch model's ``last_hidden_state``)."""
+
+    def __init__(self, path: Path, precision: OnnxPrecision, threads: int | None = None) -> None:
+        ort = _onnxruntime()
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.log_severity_level = 3  # errors only
+        self.path = path
+        self.precision: OnnxPrecision = precision
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    @classmethod
+    def load(
+        cls, folder: ModelFolder, model: PreTrainedModel, precision: OnnxPrecision, root: Path | None = None
+    ) -> OnnxModel:
+        """The session for ``folder``'s model at ``precision``, exporting (and quantizing) it into
+        the cache on first use. ``model`` is the loaded torch model, exported as it is (float32)."""
+        _onnxruntime()
+        base = (root or cache_root()) / f"{folder.fingerprint()}-r{RECIPE}"
+        exported = base / "model.onnx"
+        if not exported.is_file():
+            export(model, exported)
+        path = exported
+        if precision == "int8":
+            path = base / "model_int8.onnx"
+            if not path.is_file():
+                quantize(exported, path, int(getattr(model.config, "intermediate_size", 0) or 0))
+        return cls(path, precision)
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        ids = input_ids.cpu().numpy().astype(np.int64, copy=False)
+        feed = {"input_ids": ids, "attention_mask": attention_mask.cpu().numpy().astype(np.int64, copy=False)}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        (hidden,) = self.session.run(["last_hidden_state"], feed)
+        return torch.from_numpy(np.asarray(hidden, dtype=np.float32))
+
+
+class _Transformer(torch.nn.Module):
+    """The model's forward with named tensor inputs and ``last_hidden_state`` out, for export."""
+
+    def __init__(self, model: PreTrainedModel, token_types: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.token_types = token_types
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        extra = {"token_type_ids": token_type_ids} if self.token_types else {}
+        hidden: torch.Tensor = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, **extra
+        ).last_hidden_state
+        return hidden
+
+
+def export(model: PreTrainedModel, path: Path) -> None:
+    """Export ``model``'s transformer to ``path`` (written to a temporary name, then renamed):
+    inputs ``input_ids``, ``attention_mask`` (and ``token_type_ids`` where the model takes them),
+    batch and sequence dynamic; output ``last_hidden_state``. The trace runs eager attention on a
+    padded batch, so the graph masks padding whatever the loaded model's attention kernel."""
+    token_types = "token_type_ids" in inspect.signature(model.forward).parameters
+    names = ["input_ids", "attention_mask", *(["token_type_ids"] if token_types else [])]
+    ids = torch.full((2, 16), 5, dtype=torch.long)
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0  # a padded row: the traced mask path is the one padding takes
+    args: tuple[torch.Tensor, ...] = (ids, mask, *([torch.zeros_like(ids)] if token_types else []))
+    axes = {name: {0: "batch", 1: "sequence"} for name in [*names, "last_hidden_state"]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    config = model.config
+    previous = getattr(config, "_attn_implementation", None)
+    quiet = logging.getLogger("torch.onnx")
+    level = quiet.level
+    try:
+        quiet.setLevel(logging.ERROR)
+        if previous is not None:
+            config._attn_implementation = "eager"
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                _Transformer(model, token_types).eval(),
+                args,
+                temporary,
+                input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_axes=axes,
+                opset_version=_OPSET,
+                do_constant_folding=True,
+                dynamo=False,
+            )
+        os.replace(temporary, path)
+    except Exception as exc:  # the exporter raises many types; one line names the model and the fix
+        why = str(exc).splitlines()[0] if str(exc) else repr(exc)
+        raise ModelError(f"cannot export {type(model).__name__} to ONNX ({why}); use backend torch") from exc
+    finally:
+        quiet.setLevel(level)
+        if previous is not None:
+            config._attn_implementation = previous
+        Path(temporary).unlink(missing_ok=True)
+
+
+def quantize(source: Path, path: Path, intermediate_size: int) -> None:
+    """Dynamic int8 quantization of ``source`` into ``path``: the MatMuls with a constant weight
+    (per-channel symmetric int8 weights, uint8 activations), except the feed-forward
+    down-projections (a weight of ``intermediate_size`` rows); attention's activation products,
+    the embeddings (Gather) and everything else stay float32 (see the module docstring)."""
+    onnx = _onnx()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    graph = onnx.load(str(source), load_external_data=False).graph
+    rows = {init.name: int(init.dims[0]) for init in graph.initializer if len(init.dims) == 2}
+    keep = [
+        node.name
+        for node in graph.node
+        if node.op_type == "MatMul" and intermediate_size and rows.get(node.input[1]) == intermediate_size
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    root = logging.getLogger()  # onnxruntime's quantizer advises pre-processing on the root logger
+    level = root.level
+    try:
+        root.setLevel(logging.ERROR)
+        quantize_dynamic(
+            str(source),
+            temporary,
+            op_types_to_quantize=["MatMul"],
+            per_channel=True,
+            reduce_range=False,
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=keep,
+            extra_options={"MatMulConstBOnly": True, "WeightSymmetric": True, "ActivationSymmetric": False},
+        )
+        os.replace(temporary, path)
+    finally:
+        root.setLevel(level)
+        Path(temporary).unlink(missing_ok=True)
+
+
+def _onnxruntime() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise ModelError(f"backend onnx needs ONNX Runtime: {INSTALL_HINT}") from exc
+    return onnxruntime
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError as exc:
+        raise ModelError(f"backend onnx needs the onnx package to export: {INSTALL_HINT}") from exc
+    return onnx
