@@ -172,16 +172,8 @@ def test_pi_with_a_scale_short_of_the_target_length_is_a_one_line_error(
     (docs / "note.txt").write_text("A short note.")
     preset = tmp_path / "preset.toml"
     preset.write_text('[long_doc]\npolicy = "extend"\n[long_doc.extension]\nmethod = "pi"\nscale = 2\n')
-    args = [
-        "ingest",
-        str(docs),
-        "-i",
-        str(tmp_path / "ix"),
-        "-m",
-        str(tiny_model),
-        "--extension",
-        str(preset),
-    ]
+    ix = tmp_path / "ix"
+    args = ["ingest", str(docs), "-i", str(ix), "-m", str(tiny_model), "--extension", str(preset)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.startswith("error: extension.scale = 2 is too small for pi")
