@@ -45,7 +45,13 @@ def save_model(trainable: TrainableEncoder, config: TrainConfig, partial: Path) 
         write_marker(partial, trainable.table)
         window = trainable.table.target_length
     model.save_pretrained(partial, safe_serialization=True)
-    encoder.tokenizer.save_pretrained(partial)
+    tokenizer = encoder.tokenizer
+    limit = tokenizer.model_max_length
+    tokenizer.model_max_length = window  # the saved tokenizer must not cap a tuned window at L_o
+    try:
+        tokenizer.save_pretrained(partial)
+    finally:
+        tokenizer.model_max_length = limit
     _write_json(partial / "sentence_bert_config.json", {"max_seq_length": window, "do_lower_case": False})
     modules: list[dict[str, Any]] = [{"idx": 0, "name": "0", "path": "", "type": _ST + "Transformer"}]
     pooling_dir = partial / "1_Pooling"

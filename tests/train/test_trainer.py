@@ -131,10 +131,11 @@ def test_a_folder_of_documents_trains_on_inverse_cloze_pairs(tmp_path: Path, tin
 
 
 def test_position_tuning_keeps_short_inputs_exact_end_to_end(tmp_path: Path, tiny_model: Path) -> None:
-    config = _config(tiny_model, positions="pi", target_length=256, learning_rate=0.05)
+    # past the tokenizer's model_max_length (512), which the saved tokenizer must not keep
+    config = _config(tiny_model, positions="pi", target_length=1024, learning_rate=0.05)
     train(config, _pairs(tmp_path / "pairs.jsonl"), tmp_path / "out")
     tuned = Encoder(EncoderConfig(model=str(tmp_path / "out"), device="cpu"))
     base = Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
-    assert tuned.native_window == 256
+    assert tuned.native_window == 1024
     texts = ["bees make honey", "a text of several more words than the other one"]
     assert np.array_equal(tuned.embed(texts)[0], base.embed(texts)[0])
