@@ -54,7 +54,10 @@ def fuse(document: np.ndarray, chunk: np.ndarray, config: HybridConfig) -> np.nd
 
 
 def zscore(scores: np.ndarray) -> np.ndarray:
-    """Scores standardised over the candidates (last axis); a constant column is all zero."""
+    """Scores standardised over the candidates (last axis); a constant column is all zero, and no
+    candidates give no scores (without numpy's empty-slice warnings)."""
+    if scores.shape[-1] == 0:
+        return np.zeros(scores.shape, dtype=np.float64)
     std = scores.std(axis=-1, keepdims=True)
     centred = scores - scores.mean(axis=-1, keepdims=True)
     z: np.ndarray = np.divide(centred, std, out=np.zeros_like(centred, dtype=np.float64), where=std > 0)

@@ -52,3 +52,17 @@ def test_best_mean_is_the_mean_of_each_documents_top_n_scores() -> None:
                 top = np.sort(scores[q, lo : lo + count])[::-1][:n]  # fewer than n: all of them
                 assert got[q, doc] == pytest.approx(top.mean())
     assert best_mean(scores[0], starts, 2).shape == (5,)  # one query as a 1-d row
+
+
+def test_zscores_of_no_candidates_are_empty_without_warnings() -> None:
+    """A filter that leaves no candidates fuses nothing, silently (numpy warned of empty slices)."""
+    import warnings
+
+    import numpy as np
+
+    from ragidx.search.fusion import fuse_lexical, zscore
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert zscore(np.zeros((2, 0))).shape == (2, 0)
+        assert fuse_lexical(np.zeros(0), np.zeros(0), 0.7).shape == (0,)
