@@ -40,6 +40,7 @@ import atexit
 import contextlib
 import gc
 import json
+import math
 import os
 import platform
 import random
@@ -87,6 +88,8 @@ FULL = {
     "query_batch": 250,
     "search_repeats": 5,
     "reference_repeats": 3,
+    "train_batch": 16,
+    "train_steps": 5,
 }
 QUICK = {
     "n_mixed": 24,
@@ -103,6 +106,8 @@ QUICK = {
     "query_batch": 50,
     "search_repeats": 1,
     "reference_repeats": 1,
+    "train_batch": 4,
+    "train_steps": 1,
 }
 
 
@@ -692,6 +697,101 @@ def _search_case(ctx: SimpleNamespace, n: int, dim: int, label: str, faiss: Any)
     return case
 
 
+# ============================================================================ 4. train
+TRAIN_MODES = {  # ragidx train's settings timed: (pooling, positions)
+    "mean": ("mean", "none"),
+    "lmk variable g": ("lmk", "none"),
+    "positions pi 4096": ("mean", "pi"),
+}
+
+
+def section_train(ctx: SimpleNamespace) -> dict[str, Any]:
+    try:
+        return _train(ctx)
+    finally:
+        _free(ctx.device)
+
+
+def _train(ctx: SimpleNamespace) -> dict[str, Any]:
+    """Optimiser steps of ``ragidx train`` on MiniLM: 16 queries, 16 positives and 16 hard
+    negatives of 256 tokens a step (``--quick``: 4), float32 weights, bf16 autocast on CUDA."""
+    rows: list[dict[str, Any]] = []
+    for label, (pooling, positions) in TRAIN_MODES.items():
+        try:
+            rows.append(_train_row(ctx, label, pooling, positions))
+        except Exception as exc:
+            rows.append({"mode": label, "error": _error(exc), "traceback": _trace(exc)})
+        ctx.partial["rows"] = rows
+        ctx.save()
+        _free(ctx.device)
+    return {"rows": rows}
+
+
+def _train_row(ctx: SimpleNamespace, label: str, pooling: str, positions: str) -> dict[str, Any]:
+    import torch
+
+    from ragidx.train.config import TrainConfig
+    from ragidx.train.loss import contrastive_loss
+    from ragidx.train.model import TrainableEncoder
+
+    batch, steps = ctx.sizes["train_batch"], ctx.sizes["train_steps"]
+    document = " ".join(f"{w} of the meeting" for w in ("budget", "design", "remote", "battery") * 40)
+    config = TrainConfig.model_validate(
+        {
+            "model": str(ctx.minilm),
+            "device": ctx.device,
+            "pooling": pooling,
+            "landmark_every": "variable" if pooling == "lmk" else 64,
+            "positions": positions,
+            "batch_size": batch,
+            "document_tokens": 256,
+        }
+    )
+    encoder = ctx.api.Encoder(
+        ctx.api.EncoderConfig(
+            model=str(ctx.minilm),
+            device=ctx.device,
+            dtype="float32",
+            pooling=(pooling,),
+            landmark_every=32 if pooling == "lmk" else None,
+        )
+    )
+    trainable = TrainableEncoder(encoder, config).train()
+    loss_fn = contrastive_loss(trainable, config)
+    optimizer = torch.optim.AdamW(trainable.trainable(), lr=config.lr)
+    columns = [
+        trainable.tokenize([f"what about item {i}?" for i in range(batch)], "query"),
+        trainable.tokenize([f"item {i}: {document}" for i in range(batch)], "document"),
+        trainable.tokenize([f"other {i}: {document}" for i in range(batch)], "document"),
+    ]
+    tokens = sum(int(c["attention_mask"].sum()) for c in columns)
+
+    def step() -> float:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=ctx.device.startswith("cuda")):
+            loss = loss_fn(columns, None)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+    step()  # warm-up
+    base = _memory_start(ctx.device, ctx.helpers.em)
+    seconds, loss = _timed(step, steps, ctx.device)
+    peak, extra = _memory_peak(ctx.device, ctx.helpers.em, base)
+    median = statistics.median(seconds)
+    return {
+        "mode": label,
+        "batch": batch,
+        "tokens_per_step": tokens,
+        "median_s": _r(median),
+        "tokens_per_s": _r(tokens / median, 1),
+        "peak_mib": _r(peak, 1),
+        "pass_mib": _r(extra, 1),
+        "loss": _r(loss),
+        "finite": bool(math.isfinite(loss)),
+    }
+
+
 # ============================================================================ report
 def _fmt(value: float | None, unit: str = "") -> str:
     if value is None:
@@ -704,7 +804,7 @@ def _fmt(value: float | None, unit: str = "") -> str:
 def table_rows(result: dict[str, Any]) -> list[list[str]]:
     rows: list[list[str]] = []
     sections = result["sections"]
-    for name in ("encode", "extension", "search"):
+    for name in ("encode", "extension", "search", "train"):
         sec = sections.get(name, {})
         if sec.get("status") != "ok":
             if name in result["requested_sections"]:
@@ -750,6 +850,24 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
                         peak,
                         "",
                         note + ("" if r["finite"] else ", NON-FINITE output"),
+                    ]
+                )
+        elif name == "train":
+            for r in data["rows"]:
+                if "error" in r:
+                    rows.append(["train", r["mode"], "", "", "", "", r["error"]])
+                    continue
+                peak = f"{r['peak_mib']:,.0f} (+{r['pass_mib']:,.0f})" if r["peak_mib"] is not None else "-"
+                note = f"batch {r['batch']}, {r['tokens_per_step']:,} tok/step, loss {r['loss']}"
+                rows.append(
+                    [
+                        "train",
+                        r["mode"],
+                        _fmt(r["median_s"]),
+                        _fmt(r["tokens_per_s"], " tok/s"),
+                        peak,
+                        "",
+                        note,
                     ]
                 )
         else:
@@ -811,7 +929,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--minilm", help="MiniLM folder (default <carry>/minilm, else ragidx's 'default')")
     parser.add_argument(
         "--sections",
-        default="encode,search,extension",
+        default="encode,search,train,extension",
         help="comma-separated, run in this order (default: the long passes last)",
     )
     parser.add_argument(
@@ -822,7 +940,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wheels", help="wheel folder (default <carry>/wheels)")
     parser.add_argument("--site", help="use this pip --target folder instead of unpacking the wheels")
     args = parser.parse_args(argv)
-    unknown = set(args.sections.split(",")) - {"encode", "extension", "search"}
+    unknown = set(args.sections.split(",")) - {"encode", "extension", "search", "train"}
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     return args
@@ -934,7 +1052,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['env']['device_name']} | torch {torch.__version__} | dtype {dtype_name} | "
         f"MiniLM {minilm} | {result['env'].get('pydantic')}"
     )
-    sections = {"encode": section_encode, "extension": section_extension, "search": section_search}
+    sections = {
+        "encode": section_encode,
+        "extension": section_extension,
+        "search": section_search,
+        "train": section_train,
+    }
     failed = False
     for name in args.sections.split(","):
         start = time.perf_counter()

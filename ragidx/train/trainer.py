@@ -1,11 +1,10 @@
 """The training run: data → contrastive steps → checkpoints → a saved model and its record.
 
-The loss is sentence-transformers' ``MultipleNegativesRankingLoss`` (InfoNCE over in-batch and hard
-negatives), or its cached variant (GradCache) when ``mini_batch_size`` is set, so a large batch
-fits in little memory. The loop around it is ragidx's own, about sixty lines, because
-sentence-transformers' trainer (the Hugging Face ``Trainer``) checkpoints with pickles
-(``training_args.bin``, ``rng_state.pth``) and ragidx loads no pickle; here every checkpoint is
-safetensors plus JSON, and a run is reproducible from its seed alone:
+The loss is sentence-transformers' InfoNCE (:mod:`ragidx.train.loss`). The loop around it is
+ragidx's own, about sixty lines, because sentence-transformers' trainer (the Hugging Face
+``Trainer``) checkpoints with pickles (``training_args.bin``, ``rng_state.pth``) and ragidx loads
+no pickle; here every checkpoint is safetensors plus JSON, and a run is reproducible from its seed
+alone:
 
 * one epoch's order comes from :func:`ragidx.train.data.batches` seeded with ``seed + epoch``;
 * step ``t`` reseeds torch (dropout) and the PoSE/landmark draws with ``(seed, t)``, so a resumed
@@ -31,7 +30,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -46,6 +44,7 @@ from ragidx.read.walk import iter_documents
 from ragidx.train.config import TrainConfig
 from ragidx.train.data import Pair, batches, cloze_pairs, mine_negatives, read_pairs
 from ragidx.train.export import save_model
+from ragidx.train.loss import contrastive_loss
 from ragidx.train.model import TrainableEncoder
 
 TRAINING_DIR = "training"
@@ -108,7 +107,7 @@ def train(
         say(f"mining {config.negatives} hard negative(s) for {len(pairs)} pairs with the untrained model")
         pairs = mine_negatives(pairs, lambda texts, role: encoder.embed(texts, role)[0], config.negatives)
     data_sha = _sha256(data) if data.is_file() else ""
-    loss_fn = _loss(trainable, config)
+    loss_fn = contrastive_loss(trainable, config)
     params = trainable.trainable()
     if not params:
         raise ConfigError("nothing to train: every weight of the model is frozen")
@@ -193,27 +192,6 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
-
-
-def _loss(trainable: TrainableEncoder, config: TrainConfig) -> torch.nn.Module:
-    try:
-        from sentence_transformers.sentence_transformer import losses
-    except ImportError:
-        try:  # sentence-transformers < 6
-            from sentence_transformers import losses  # type: ignore[no-redef,attr-defined]
-        except ImportError as exc:
-            raise ConfigError(
-                f"ragidx train needs sentence-transformers ({exc}): pip install 'ragidx[train]'"
-            ) from exc
-
-    # sentence-transformers' losses call model(features)["sentence_embedding"] and index model[0]
-    model: Any = torch.nn.Sequential(trainable)
-    scale = 1.0 / config.temperature
-    if config.mini_batch_size is not None:
-        return losses.CachedMultipleNegativesRankingLoss(
-            model, scale=scale, mini_batch_size=config.mini_batch_size
-        )
-    return losses.MultipleNegativesRankingLoss(model, scale=scale)
 
 
 def _schedule(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:

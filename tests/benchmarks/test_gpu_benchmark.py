@@ -64,7 +64,7 @@ def test_quick_cpu_run_fills_every_section(tmp_path: Path) -> None:
     assert "section | case" in done.stdout  # the table
     data = json.loads(out.read_text(encoding="utf-8"))
     sections = data["sections"]
-    assert set(sections) == {"encode", "extension", "search"}
+    assert set(sections) == {"encode", "extension", "search", "train"}
     assert {name: s["status"] for name, s in sections.items()} == dict.fromkeys(sections, "ok")
     assert data["env"]["quick"] is True and data["env"]["device"] == "cpu"
 
@@ -75,6 +75,11 @@ def test_quick_cpu_run_fills_every_section(tmp_path: Path) -> None:
             assert _positive(scenario[key]), (key, scenario)
         assert scenario["token_counts_match_st"] is True
         assert scenario["min_cosine"] > 0.999  # float32 on the CPU: the same vectors
+
+    train = sections["train"]["result"]["rows"]
+    assert [r["mode"] for r in train] == ["mean", "lmk variable g", "positions pi 4096"]
+    for row in train:
+        assert "error" not in row and row["finite"] and _positive(row["tokens_per_s"]), row
 
     rows = sections["extension"]["result"]["rows"]
     assert not [r for r in rows if "error" in r]
