@@ -85,6 +85,7 @@ def train_command(
     ragidx train ./docs -o my-model --steps 300 ;  ragidx train pairs.jsonl -o my-model-4k
     --positions pi --target-length 4096 ;  then  ragidx ingest ./docs --model my-model
     """
+    from ragidx.config import describe_problems
     from ragidx.train.config import TrainConfig
     from ragidx.train.trainer import train
 
@@ -107,8 +108,7 @@ def train_command(
     try:
         train_config = TrainConfig.model_validate(settings)
     except ValidationError as exc:
-        problems = [f"{'.'.join(map(str, e['loc'])) or 'train'}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError("\n".join(problems)) from None
+        raise ConfigError("\n".join(describe_problems(exc, TrainConfig))) from None
     show = not (quiet or as_json) and err.is_terminal
     columns = (
         TextColumn("{task.description}"),

@@ -481,20 +481,26 @@ class Encoder:
             return 0
         return int(getattr(self.model.config, "pad_token_id", 1) or 1) + 1
 
-    def selected_tokens(
-        self, ids: torch.Tensor, mask: torch.Tensor, starts: torch.Tensor
-    ) -> torch.Tensor | None:
-        """The tokens the selection pooling (lmk, multicls, mean_every) averages; None otherwise."""
-        return self._selected(ids, mask, starts)
+    def pool_states(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        starts: torch.Tensor,
+        normalize: bool,
+    ) -> torch.Tensor:
+        """A batch's final hidden states → pooled vectors, through the Dense layers, L2-normalised
+        when asked: the step embedding and ``ragidx train`` share (differentiable outside
+        inference mode)."""
+        selected = self._selected(ids, mask, starts)
+        pooled = pool(hidden.float(), mask, self.pooling, content_starts=starts, selected=selected)
+        vectors = self.dense(pooled)
+        return torch.nn.functional.normalize(vectors, dim=-1) if normalize else vectors
 
     @torch.inference_mode()
     def _forward(self, windows: Sequence[Window], normalize: bool, role: Role = "document") -> np.ndarray:
         hidden, ids, mask, starts = self._hidden(windows, role)
-        selected = self._selected(ids, mask, starts)
-        vectors = pool(hidden.float(), mask, self.pooling, content_starts=starts, selected=selected)
-        vectors = self.dense(vectors)
-        if normalize:
-            vectors = torch.nn.functional.normalize(vectors, dim=-1)
+        vectors = self.pool_states(hidden, ids, mask, starts, normalize)
         return vectors.cpu().numpy().astype(np.float32, copy=False)
 
     def _selected(self, ids: torch.Tensor, mask: torch.Tensor, starts: torch.Tensor) -> torch.Tensor | None:

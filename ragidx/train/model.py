@@ -19,7 +19,6 @@ import torch
 
 from ragidx.embed.config import Role
 from ragidx.embed.encoder import Encoder
-from ragidx.embed.pooling import pool
 from ragidx.train.config import TrainConfig
 from ragidx.train.positions import InterleavedTable, attach, pose_starts, shifted_ids
 
@@ -71,9 +70,7 @@ class TrainableEncoder(torch.nn.Module):
             if self._token_types:
                 kwargs["token_type_ids"] = torch.zeros_like(ids)
         hidden = self.transformer(input_ids=ids, attention_mask=mask, **kwargs).last_hidden_state
-        selected = self.encoder.selected_tokens(ids, mask, starts)
-        pooled = pool(hidden.float(), mask, self.encoder.pooling, content_starts=starts, selected=selected)
-        vectors = torch.nn.functional.normalize(self.dense(pooled), dim=-1)
+        vectors = self.encoder.pool_states(hidden, ids, mask, starts, normalize=True)
         return {**features, "sentence_embedding": vectors}
 
     def set_granularity(self, every: int) -> None:
