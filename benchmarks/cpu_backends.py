@@ -449,6 +449,14 @@ def run_model(model_arg: str, args: argparse.Namespace, wanted: list[str]) -> tu
     return "\n".join(report), result
 
 
+def portable_paths(text: str) -> str:
+    """Paths in the committed JSON as they read on any machine: the repository's relative, its
+    neighbours as ``../…``, the home folder as ``~``."""
+    for local, shown in ((f"{REPO}/", ""), (f"{REPO.parent}/", "../"), (str(Path.home()), "~")):
+        text = text.replace(local, shown)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["default"])
@@ -501,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     payload = {"machine": info, "args": {k: str(v) for k, v in vars(args).items()}, "models": results}
     if args.json:
-        args.json.write_text(json.dumps(payload, indent=1))
+        args.json.write_text(portable_paths(json.dumps(payload, indent=1)))
         print(f"wrote {args.json}")
     return 0
 

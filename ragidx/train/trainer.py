@@ -376,7 +376,7 @@ def _write_record(
             "pairs": len(pairs),
             "with_negatives": sum(bool(p.negatives) for p in pairs),
         },
-        "config": config.model_dump(mode="json"),
+        "config": {**config.model_dump(mode="json"), "model": portable(config.model)},
         "steps": len(losses),
         "seconds": round(seconds, 1),
         "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),

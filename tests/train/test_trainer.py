@@ -139,3 +139,12 @@ def test_position_tuning_keeps_short_inputs_exact_end_to_end(tmp_path: Path, tin
     assert tuned.native_window == 1024
     texts = ["bees make honey", "a text of several more words than the other one"]
     assert np.array_equal(tuned.embed(texts)[0], base.embed(texts)[0])
+
+
+def test_the_record_names_no_home_folder(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tiny_model.parent))
+    result = train(_config(tiny_model, steps=1), _pairs(tmp_path / "pairs.jsonl"), tmp_path / "out")
+    record = json.loads(result.record.read_text())
+    assert record["model"] == record["config"]["model"] == f"~/{tiny_model.name}"
