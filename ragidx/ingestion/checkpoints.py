@@ -9,6 +9,15 @@ the settings that made them. A document too large for one batch (``ragidx.ingest
 is checkpointed inside: ``part-<content sha256>-<first window>-<checksum>.parquet`` holds the raw
 (un-normalised) vectors of the windows one of its batches embedded, so a resumed ingest embeds only
 the windows after the last finished batch; its parts are dropped once the whole document is saved.
+A part also records the sha256 of its windows' model input ids (Parquet schema metadata, covered by
+the checksum; :func:`ragidx.ingestion.streaming.tokens_sha256`): the content sha256 in its name is
+the one taken when that ingest started, and a file rewritten while it streamed (then restored)
+would otherwise lend another text's vectors to the next ingest. :meth:`Checkpoints.part` returns
+each part's (first window, windows, token sha256) with the vectors, and the stream checks them
+against the tokens it reads (:class:`ragidx.ingestion.streaming.StaleParts`). A part without that
+record (written by an older ragidx) is never trusted: it is removed silently and its windows are
+embedded again. A Ray ingest's actors read and write parts in the same folder when they reach it
+(see ``ragidx.ingestion.ray_engine``).
 
 Each file is written atomically after its batch, so a killed ingest restarts with every finished
 batch available and embeds only the rest; the checkpoint folder is removed after a successful
@@ -24,6 +33,7 @@ import hashlib
 import io
 import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +45,21 @@ from ragidx.index.manifest import write_atomic
 
 _BATCH = re.compile(r"batch-[0-9a-f]{24}-(?P<checksum>[0-9a-f]{64})\.parquet")
 _PART = re.compile(r"part-(?P<sha>[0-9a-f]{64})-(?P<start>\d{9})-(?P<checksum>[0-9a-f]{64})\.parquet")
+TOKENS_KEY = b"ragidx.tokens_sha256"  # a part's schema metadata: sha256 of its windows' input ids
 DAMAGED_REASON = (
     "damaged checkpoint (its bytes do not match its checksum): dropped, its documents are embedded again"
 )
+
+
+@dataclass
+class Parts:
+    """The checkpointed first windows of one document (:meth:`Checkpoints.part`)."""
+
+    vectors: np.ndarray  # (windows, dim) raw vectors, in window order
+    runs: list[tuple[int, int, str]] = field(default_factory=list)  # per part: first, windows, tokens
+
+    def __len__(self) -> int:
+        return len(self.vectors)
 
 
 class Checkpoints:
@@ -64,7 +86,9 @@ class Checkpoints:
         for path in sorted(self.folder.iterdir()):
             if _PART.fullmatch(path.name):
                 continue
-            found.update(self._load(path, _BATCH.fullmatch(path.name)) or {})
+            table = self._load(path, _BATCH.fullmatch(path.name))
+            if table is not None:
+                found.update(_by_sha(table, self.dim))
         return found
 
     def save(self, vectors: dict[str, np.ndarray]) -> None:
@@ -77,26 +101,40 @@ class Checkpoints:
         name = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:24]
         self._write(f"batch-{name}", sha, ordinal, np.concatenate([vectors[k] for k in keys]))
 
-    def save_part(self, sha256: str, start: int, raw: np.ndarray) -> None:
+    def save_part(self, sha256: str, start: int, raw: np.ndarray, tokens: str) -> None:
         """Checkpoint the raw vectors of windows ``start, start + 1, …`` of the document with
-        content ``sha256`` (one batch of a document larger than a batch)."""
+        content ``sha256`` (one batch of a document larger than a batch); ``tokens``: the sha256
+        of those windows' model input ids (:func:`ragidx.ingestion.streaming.tokens_sha256`)."""
         ordinal = list(range(start, start + len(raw)))
-        self._write(f"part-{sha256}-{start:09d}", [sha256] * len(raw), ordinal, raw)
+        stem = f"part-{sha256}-{start:09d}"
+        self._write(stem, [sha256] * len(raw), ordinal, raw, {TOKENS_KEY: tokens.encode()})
 
-    def part(self, sha256: str) -> np.ndarray:
+    def part(self, sha256: str) -> Parts:
         """The raw vectors of the document's first windows that finished batches hold, in window
-        order ((0, dim) when none; a damaged part ends the run and is dropped)."""
-        found: dict[int, np.ndarray] = {}
+        order, with each part's token sha256 to check them against (no windows when none; a
+        damaged part ends the run and is dropped, a part without a token sha256 is dropped
+        silently)."""
+        found: dict[int, tuple[np.ndarray, str]] = {}
         if self.folder.is_dir():
             for path in sorted(self.folder.glob(f"part-{sha256}-*.parquet")):
                 match = _PART.fullmatch(path.name)
-                vectors = self._load(path, match)
-                if match is not None and vectors is not None and sha256 in vectors:
-                    found[int(match["start"])] = vectors[sha256]
-        runs = [np.zeros((0, self.dim), np.float32)]
+                table = self._load(path, match)
+                if match is None or table is None:
+                    continue
+                tokens = (table.schema.metadata or {}).get(TOKENS_KEY, b"").decode()
+                vectors = _by_sha(table, self.dim).get(sha256)
+                if not re.fullmatch(r"[0-9a-f]{64}", tokens) or vectors is None:  # an older ragidx's
+                    _remove(path)
+                    continue
+                found[int(match["start"])] = (vectors, tokens)
+        parts = Parts(np.zeros((0, self.dim), np.float32))
+        runs = [parts.vectors]
         while (at := sum(len(r) for r in runs)) in found:
-            runs.append(found[at])
-        return np.concatenate(runs)
+            vectors, tokens = found[at]
+            runs.append(vectors)
+            parts.runs.append((at, len(vectors), tokens))
+        parts.vectors = np.concatenate(runs)
+        return parts
 
     def drop_parts(self, sha256: str) -> None:
         """Remove the parts of a document (its whole vectors are saved)."""
@@ -108,14 +146,22 @@ class Checkpoints:
         """Remove every checkpoint (after a commit made them part of the index)."""
         _remove(self.root)
 
-    def _write(self, stem: str, sha: list[str], ordinal: list[int], vectors: np.ndarray) -> None:
+    def _write(
+        self,
+        stem: str,
+        sha: list[str],
+        ordinal: list[int],
+        vectors: np.ndarray,
+        metadata: dict[bytes, bytes] | None = None,
+    ) -> None:
         flat = np.ascontiguousarray(vectors, dtype="<f4").reshape(-1)
         table = pa.table(
             {
                 "sha256": pa.array(sha, pa.string()),
                 "ordinal": pa.array(ordinal, pa.int32()),
                 "vector": pa.FixedSizeListArray.from_arrays(pa.array(flat), self.dim),
-            }
+            },
+            metadata=metadata,
         )
         sink = io.BytesIO()
         pq.write_table(table, sink)
@@ -131,10 +177,10 @@ class Checkpoints:
                 "free space there and run the ingest again (finished batches are kept)",
             ) from exc
 
-    def _load(self, path: Path, name: re.Match[str] | None) -> dict[str, np.ndarray] | None:
-        """The vectors of a checkpoint file whose bytes match the checksum in its name; else the
-        file is removed (temp files and unknown names silently, damaged files listed in
-        :attr:`damaged`)."""
+    def _load(self, path: Path, name: re.Match[str] | None) -> pa.Table | None:
+        """The table of a checkpoint file whose bytes match the checksum in its name and whose
+        vectors have the index's dimension; else the file is removed (temp files and unknown names
+        silently, damaged files listed in :attr:`damaged`)."""
         if name is None:
             _remove(path)
             return None
@@ -142,27 +188,29 @@ class Checkpoints:
             data = path.read_bytes()
             if hashlib.sha256(data).hexdigest() != name["checksum"]:
                 raise ValueError(f"{path}: checksum mismatch")
-            return self._read(data, path)
-        except (pa.ArrowException, OSError, ValueError):
+            table = pq.read_table(io.BytesIO(data))
+            vector_type = table.schema.field("vector").type
+            if not pa.types.is_fixed_size_list(vector_type) or vector_type.list_size != self.dim:
+                raise ValueError(f"{path}: vectors are not {self.dim}-d")
+            return table
+        except (pa.ArrowException, OSError, ValueError, KeyError):
             self.damaged.append(path)
             _remove(path)
             return None
 
-    def _read(self, data: bytes, path: Path) -> dict[str, np.ndarray]:
-        table = pq.read_table(io.BytesIO(data))
-        vector_type = table.schema.field("vector").type
-        if not pa.types.is_fixed_size_list(vector_type) or vector_type.list_size != self.dim:
-            raise ValueError(f"{path}: vectors are not {self.dim}-d")
-        flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        matrix = np.asarray(flat, dtype=np.float32).reshape(-1, self.dim)
-        out: dict[str, np.ndarray] = {}
-        shas = table["sha256"].to_pylist()
-        start = 0
-        for row in range(1, len(shas) + 1):
-            if row == len(shas) or shas[row] != shas[start]:
-                out[shas[start]] = matrix[start:row]
-                start = row
-        return out
+
+def _by_sha(table: pa.Table, dim: int) -> dict[str, np.ndarray]:
+    """A checkpoint table's vectors by content sha256 (rows of one document are contiguous)."""
+    flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    matrix = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
+    out: dict[str, np.ndarray] = {}
+    shas = table["sha256"].to_pylist()
+    start = 0
+    for row in range(1, len(shas) + 1):
+        if row == len(shas) or shas[row] != shas[start]:
+            out[shas[start]] = matrix[start:row]
+            start = row
+    return out
 
 
 def _remove(path: Path) -> None:

@@ -10,6 +10,10 @@ batch, a long text and a streamed file are embedded on their own, as a stream
 (``ragidx.ingestion.streaming``: tokenized piece by piece, in bounded memory), batch by batch. Each
 finished batch is checkpointed (``ragidx.ingestion.checkpoints``; inside one document too), so a
 killed ingest resumes without embedding it again; a damaged checkpoint is dropped with a warning.
+Inside one document (:func:`embed_checkpointed`, shared with the Ray actors) a resumed stream checks
+each part's token sha256 against the tokens it reads: parts of other text (the file was rewritten
+while a killed ingest streamed it, then restored) are dropped with a warning and the document is
+embedded from its start.
 A streamed file whose text changed between its hash and its embedding is skipped (the index keeps
 what it had). With ``prune``, documents whose source disappeared are removed. Everything is
 committed once at the end: until then the index on disk is untouched. Every document records how it
@@ -26,7 +30,7 @@ import hashlib
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +40,7 @@ import numpy as np
 
 from ragidx import faults
 from ragidx.config import RagidxConfig
+from ragidx.embed.config import LongDocConfig
 from ragidx.embed.documents import embed_plans, plan_tokens
 from ragidx.embed.encoder import Encoder, Tokens
 from ragidx.embed.plan import EmbedPlan
@@ -45,10 +50,11 @@ from ragidx.index.directory import STAGING_NAME, Index
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import now
 from ragidx.index.store import DocumentRecord, VectorRecord
-from ragidx.ingestion.checkpoints import DAMAGED_REASON, Checkpoints
+from ragidx.ingestion.checkpoints import DAMAGED_REASON, Checkpoints, Parts
 from ragidx.ingestion.streaming import (
     PIECE_CHARS,
     Spool,
+    StaleParts,
     StreamedEmbedding,
     content_sha256,
     embed_streamed,
@@ -62,6 +68,10 @@ from ragidx.read.walk import Document, Skipped, iter_documents
 CHANGED_LEXICAL_REASON = (
     "changed while its words were being read for the lexical index: its BM25 still covers only "
     "the start stored in the index; ingest again once the file is no longer written"
+)
+STALE_PARTS_REASON = (
+    "its checkpointed windows were embedded from other text (the file was rewritten while a killed "
+    "ingest read it): dropped, the document is embedded again from its start"
 )
 CHANGED_REASON = (
     "changed while it was being ingested (its text differs from when it was first read): not "
@@ -307,6 +317,65 @@ def add_embedded(
         index.add(record, vector[None, :], [span])
 
 
+def embed_checkpointed(
+    item: Document,
+    digest: str,
+    encoder: Encoder,
+    long_doc: LongDocConfig,
+    batch_tokens: int,
+    checkpoints: Checkpoints | None,
+    warn: Callable[[Skipped], None],
+    *,
+    embed: bool = True,
+    on_batch: Callable[[int], None] | None = None,
+    spool: Spool | None = None,
+) -> tuple[StreamedEmbedding, bool]:
+    """Stream ``item`` (content sha256 ``digest``; embedding it unless ``embed`` is false) through
+    :func:`ragidx.ingestion.streaming.embed_streamed`, resuming from its checkpointed parts and
+    saving a part after each finished batch (the ``after-batch`` fault point); also whether parts
+    were resumed. Damaged parts, and parts whose token sha256 is not that of the windows read now
+    (:class:`StaleParts`), are dropped and reported through ``warn``; in the second case the
+    document is streamed again from its start (``spool``, its private copy, restarted)."""
+    parts = checkpoints.part(digest) if checkpoints and embed else None
+    if checkpoints:
+        warn_damaged(checkpoints, warn)
+
+    def save_part(first: int, raw: np.ndarray, tokens: str) -> None:
+        assert checkpoints is not None
+        checkpoints.save_part(digest, first, raw, tokens)
+        faults.point("after-batch")
+
+    def run(done: Parts | None) -> StreamedEmbedding:
+        return embed_streamed(
+            item,
+            encoder,
+            long_doc,
+            batch_tokens,
+            embed=embed,
+            on_batch=on_batch,
+            done=done,
+            on_part=save_part if checkpoints else None,
+            on_piece=None if spool is None else spool.write,
+        )
+
+    try:
+        return run(parts), parts is not None and len(parts) > 0
+    except StaleParts:  # raised before anything was embedded
+        assert checkpoints is not None
+        checkpoints.drop_parts(digest)
+        warn(Skipped(item.source, STALE_PARTS_REASON))
+        if spool is not None:
+            spool.reset()
+        return run(None), False
+
+
+def warn_damaged(checkpoints: Checkpoints, warn: Callable[[Skipped], None]) -> None:
+    """Report each damaged checkpoint file found since the last call, once."""
+    for path in checkpoints.damaged:
+        warn(Skipped(str(path), DAMAGED_REASON))
+    checkpoints.damaged.clear()
+
+
 class _Run:
     """One ingest's state: documents planned but not yet embedded, ids seen, checkpoints."""
 
@@ -439,27 +508,18 @@ class _Run:
     ) -> tuple[StreamedEmbedding, bool]:
         """Stream ``item`` (embedding it unless ``embed`` is false), resuming from and saving its
         checkpointed parts; also whether parts were resumed."""
-        checkpoints = self.checkpoints
-        parts = checkpoints.part(digest) if checkpoints and embed else None
-        self.warn_damaged()
-
-        def save_part(first: int, raw: np.ndarray) -> None:
-            assert checkpoints is not None
-            checkpoints.save_part(digest, first, raw)
-            faults.point("after-batch")
-
-        done = embed_streamed(
+        return embed_checkpointed(
             item,
+            digest,
             self.encoder,
             self.long_doc,
             self.batch_tokens,
+            self.checkpoints,
+            self.warn,
             embed=embed,
             on_batch=self.progress.embedded,
-            done=parts,
-            on_part=save_part if checkpoints else None,
-            on_piece=None if spool is None else spool.write,
+            spool=spool,
         )
-        return done, parts is not None and len(parts) > 0
 
     @property
     def staging(self) -> Path | None:
@@ -478,9 +538,7 @@ class _Run:
     def warn_damaged(self) -> None:
         """Warn once for each damaged checkpoint file found since the last call."""
         if self.checkpoints:
-            for path in self.checkpoints.damaged:
-                self.warn(Skipped(str(path), DAMAGED_REASON))
-            self.checkpoints.damaged.clear()
+            warn_damaged(self.checkpoints, self.warn)
 
     def skip(self, item: Skipped) -> None:
         self.report.skipped.append(item)

@@ -18,10 +18,14 @@ spans and recorded mode are those of the same document read whole (``max_tokens`
 recorded). Memory is bounded by one block, one piece, one window group and the vectors.
 
 Each finished group can be checkpointed (``on_part``: the raw vectors of its windows, in window
-order), and a resumed run given those vectors (``done``) embeds only the windows after them. The
-text is hashed as it is embedded (:attr:`StreamedEmbedding.sha256`): a file changed since its
-sha256 was taken is caught. :class:`Spool` keeps a private copy of the text read, so the lexical
-index analyses exactly what was embedded.
+order, and :func:`tokens_sha256` of their model inputs), and a resumed run given those vectors
+(``done``, :class:`ragidx.ingestion.checkpoints.Parts`) embeds only the windows after them. The
+windows it skips are still built from the tokens read now and hashed, part by part: a part whose
+token sha256 differs (its vectors were of another text, a file rewritten while an earlier run
+streamed it) raises :class:`StaleParts` before anything is embedded, and the caller streams again
+without parts. The text is hashed as it is embedded (:attr:`StreamedEmbedding.sha256`): a file
+changed since its sha256 was taken is caught. :class:`Spool` keeps a private copy of the text read,
+so the lexical index analyses exactly what was embedded.
 
 Sentence-placed landmarks (LMK) fall back to fixed placement in a streamed file (a long text held
 in memory is embedded whole under them). Late chunking, hybrid indexes and the vectors-per-doc
@@ -37,10 +41,11 @@ import math
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
@@ -48,6 +53,9 @@ from ragidx.embed.config import LongDocConfig
 from ragidx.embed.encoder import Encoder, Tokens, Window
 from ragidx.embed.plan import EmbedPlan, chunk_geometry, combine, plan, settled_spans
 from ragidx.read.document import STREAM_BLOCK, Document
+
+if TYPE_CHECKING:
+    from ragidx.ingestion.checkpoints import Parts
 
 PIECE_CHARS = 1 << 16  # characters tokenized at a time (cut at whitespace)
 LARGE_TEXT_CHARS = 1 << 18  # a text held in memory longer than this is embedded as a stream
@@ -61,6 +69,51 @@ def content_sha256(document: Document) -> str:
     for _ in _hashed(document.pieces(), digest):
         pass
     return digest.hexdigest()
+
+
+def tokens_sha256(windows: Iterable[Sequence[int]]) -> str:
+    """sha256 of windows' model input ids (int32 little-endian, concatenated in window order): what
+    a checkpointed part's vectors were computed from."""
+    digest = hashlib.sha256()
+    for ids in windows:
+        digest.update(np.asarray(ids, dtype="<i4").tobytes())
+    return digest.hexdigest()
+
+
+class StaleParts(Exception):
+    """The checkpointed windows given to :func:`embed_streamed` were embedded from other tokens than
+    the document's (raised before anything is embedded; stream it again without them)."""
+
+    def __init__(self, source: str, first: int):
+        super().__init__(f"{source}: the checkpointed windows from window {first} are of other text")
+        self.source, self.first = source, first
+
+
+class _PartCheck:
+    """Checks the windows of a resumed stream, as they are built, against the token sha256 of the
+    checkpointed parts that hold their vectors."""
+
+    def __init__(self, source: str, runs: Iterable[tuple[int, int, str]]):
+        self.source = source
+        self.runs = deque(runs)
+        self.digest = hashlib.sha256()
+
+    def add(self, index: int, input_ids: Sequence[int]) -> None:
+        """Window ``index`` (given, not embedded) has these model inputs."""
+        if not self.runs or not self.runs[0][0] <= index < self.runs[0][0] + self.runs[0][1]:
+            raise StaleParts(self.source, index)  # vectors given without a part to check them by
+        first, count, expected = self.runs[0]
+        self.digest.update(np.asarray(input_ids, dtype="<i4").tobytes())
+        if index == first + count - 1:
+            if self.digest.hexdigest() != expected:
+                raise StaleParts(self.source, first)
+            self.runs.popleft()
+            self.digest = hashlib.sha256()
+
+    def finish(self) -> None:
+        """Every part was checked (a part past the document's last window: other text)."""
+        if self.runs:
+            raise StaleParts(self.source, self.runs[0][0])
 
 
 def streams(document: Document, encoder: Encoder, long_doc: LongDocConfig) -> bool:
@@ -117,15 +170,16 @@ def embed_streamed(
     *,
     embed: bool = True,
     on_batch: Callable[[int], None] | None = None,
-    done: np.ndarray | None = None,
-    on_part: Callable[[int, np.ndarray], None] | None = None,
+    done: Parts | None = None,
+    on_part: Callable[[int, np.ndarray, str], None] | None = None,
     on_piece: Callable[[str], None] | None = None,
 ) -> StreamedEmbedding:
     """Plan and (unless ``embed`` is false: the vectors are known) embed a document as a stream.
 
-    ``done``: the raw vectors of the document's first windows (a resumed run: not embedded again);
-    ``on_part(first window, raw vectors)``: after each group of windows but the last; ``on_piece``:
-    each piece of the text, in order, as it is read."""
+    ``done``: the raw vectors of the document's first windows and the token sha256 of each part
+    that holds them (a resumed run: not embedded again; :class:`StaleParts` when they were of other
+    tokens); ``on_part(first window, raw vectors, token sha256)``: after each group of windows but
+    the last; ``on_piece``: each piece of the text, in order, as it is read."""
     if long_doc.policy == "late" or long_doc.hybrid is not None or long_doc.vectors_per_doc is not None:
         raise ValueError(
             f"{document.source}: too large to hold in memory (streamed), and late chunking, hybrid "
@@ -145,8 +199,9 @@ def embed_streamed(
     out = StreamedEmbedding(plan=EmbedPlan("whole", [], 0), vectors=None, rows=[])
     emitted: list[tuple[int, int]] = []
     pending: list[Window] = []
-    skip = len(done) if done is not None and embed else 0  # windows whose vectors are given
-    raw: list[np.ndarray] = [_fold(done, long_doc)] if done is not None and skip else []
+    skip = len(done.vectors) if done is not None and embed else 0  # windows whose vectors are given
+    raw: list[np.ndarray] = [_fold(done.vectors, long_doc)] if done is not None and skip else []
+    check = _PartCheck(document.source, done.runs if done is not None and skip else [])
     finished = skip  # windows embedded (or given), in document order
     total = 0
 
@@ -155,9 +210,12 @@ def embed_streamed(
         lo, hi = start - buffer.origin, end - buffer.origin
         emitted.append(span)
         out.rows.append((start, end, buffer.chars[lo][0], buffer.chars[hi - 1][1]))
-        if embed and len(emitted) > skip:
-            tokens = Tokens(prompt_ids=prompt, ids=buffer.ids, offsets=None)
-            pending.append(encoder.window(tokens, lo, hi))
+        if embed:
+            window = encoder.window(Tokens(prompt_ids=prompt, ids=buffer.ids, offsets=None), lo, hi)
+            if len(emitted) > skip:
+                pending.append(window)
+            else:  # its vector is given: it must be of these tokens
+                check.add(len(emitted) - 1, window.input_ids)
 
     def run_pending(force: bool) -> None:
         """Embed the pending windows in groups of ``batch_tokens`` (``force``: all of them)."""
@@ -177,7 +235,7 @@ def embed_streamed(
             if long_doc.policy == "pcw":
                 raw[:] = [np.sum(raw, axis=0)]
             if on_part is not None and not (force and not pending):  # the last group: saved whole
-                on_part(finished, vectors)
+                on_part(finished, vectors, tokens_sha256(w.input_ids for w in group))
             finished += n
 
     digest = hashlib.sha256()
@@ -204,8 +262,7 @@ def embed_streamed(
     out.plan = plan(total, window, long_doc, extended)
     for span in out.plan.spans[len(emitted) :]:
         emit(span)
-    if skip > len(emitted):  # parts are keyed by content and embedding settings: never happens
-        raise RuntimeError(f"{document.source}: {skip} windows checkpointed, {len(emitted)} planned")
+    check.finish()
     run_pending(force=True)
     if embed:
         out.vectors = combine(out.plan, np.vstack(raw))  # pcw: mean of the un-normalised chunks

@@ -52,19 +52,32 @@ def test_damaged_batches_and_temp_files_are_removed(tmp_path: Path) -> None:
 def test_parts_are_read_in_window_order_up_to_the_first_gap_or_damage(tmp_path: Path) -> None:
     sha = "d" * 64
     checkpoints = Checkpoints(tmp_path, "f" * 64, 4)
-    assert checkpoints.part(sha).shape == (0, 4)
+    assert checkpoints.part(sha).vectors.shape == (0, 4) and checkpoints.part(sha).runs == []
     windows = np.arange(40, dtype=np.float32).reshape(10, 4)
     for start, end in [(0, 3), (3, 5), (5, 6), (8, 10)]:  # windows 6 and 7: never saved
-        checkpoints.save_part(sha, start, windows[start:end])
-    checkpoints.save_part("e" * 64, 0, windows[:1])
-    np.testing.assert_array_equal(checkpoints.part(sha), windows[:6])
+        checkpoints.save_part(sha, start, windows[start:end], f"{start:064x}")
+    checkpoints.save_part("e" * 64, 0, windows[:1], "0" * 64)
+    parts = checkpoints.part(sha)
+    np.testing.assert_array_equal(parts.vectors, windows[:6])
+    assert parts.runs == [(0, 3, f"{0:064x}"), (3, 2, f"{3:064x}"), (5, 1, f"{5:064x}")]
     second = sorted(checkpoints.folder.glob(f"part-{sha}-000000003-*"))[0]
     second.write_bytes(second.read_bytes()[:-1] + b"X")
-    np.testing.assert_array_equal(checkpoints.part(sha), windows[:3])
+    np.testing.assert_array_equal(checkpoints.part(sha).vectors, windows[:3])
     assert checkpoints.damaged == [second] and not second.exists()
     assert Checkpoints(tmp_path, "f" * 64, 4).load() == {}  # parts are not whole documents
     checkpoints.drop_parts(sha)
     assert [p.name[:69] for p in checkpoints.folder.iterdir()] == [f"part-{'e' * 64}"]
+
+
+def test_a_part_without_the_sha256_of_its_tokens_is_never_trusted(tmp_path: Path) -> None:
+    """A part written before parts recorded their tokens (issue 29) cannot be checked against the
+    text read now: it is removed, silently (it is not damaged), and its windows embedded again."""
+    sha = "d" * 64
+    checkpoints = Checkpoints(tmp_path, "f" * 64, 4)
+    checkpoints._write(f"part-{sha}-{0:09d}", [sha] * 2, [0, 1], np.ones((2, 4), np.float32))  # no metadata
+    checkpoints.save_part(sha, 2, np.zeros((1, 4), np.float32), "a" * 64)
+    assert len(checkpoints.part(sha)) == 0 and checkpoints.damaged == []
+    assert [p.name[:79] for p in checkpoints.folder.iterdir()] == [f"part-{sha}-{2:09d}"]
 
 
 def _killed_before_commit(docs: Path, directory: Path, config: RagidxConfig) -> None:

@@ -166,6 +166,46 @@ def test_a_kill_inside_one_large_document_resumes_from_its_last_checkpointed_bat
     assert not (tmp_path / "ix" / STAGING_NAME).exists()
 
 
+@pytest.mark.parametrize(
+    "long_doc", [{"policy": "chunk", "overlap": 8}, {"policy": "pcw"}], ids=["chunk", "pcw"]
+)
+def test_parts_of_other_text_under_the_same_sha_are_dropped_and_embedded_again(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch, long_doc: dict
+) -> None:
+    """Issue 29: a file hashed as A and rewritten to B while it streams checkpoints B's windows
+    under A's sha; killed before the end-of-stream check, then restored to A, the next ingest finds
+    that its parts were of other tokens: it drops them with a warning and embeds A from its start."""
+    docs = _big_and_small(tmp_path / "docs")
+    big = docs / "big.txt"
+    text_a = big.read_text()
+    config = tiny_config(tiny_model, long_doc, batch_tokens=400, stream_bytes=5000)
+    clean = ingest(docs, tmp_path / "clean", config)
+    real = pipeline.content_sha256
+    digests: list[str] = []
+
+    def hashed_then_changed(document: documents.Document) -> str:
+        digest = real(document)
+        if document.doc_id == "big.txt":
+            digests.append(digest)
+            big.write_text(long_text(2500, seed=6))  # B, streamed under A's sha
+        return digest
+
+    with monkeypatch.context() as patch, _kill_at(2), pytest.raises(_Killed):
+        patch.setattr(pipeline, "content_sha256", hashed_then_changed)
+        ingest(docs, tmp_path / "ix", config)
+    parts = sorted((tmp_path / "ix" / STAGING_NAME).glob("*/part-*.parquet"))
+    assert len(parts) == 2 and all(p.name.startswith(f"part-{digests[0]}-") for p in parts)
+    big.write_text(text_a)  # restored: A's sha again, the parts hold B's windows
+
+    report = ingest(docs, tmp_path / "ix", config)
+    assert _vectors(tmp_path / "ix")[:2] == _vectors(tmp_path / "clean")[:2]
+    np.testing.assert_allclose(_vectors(tmp_path / "ix")[2], _vectors(tmp_path / "clean")[2], atol=1e-5)
+    warnings = [(Path(w.source).name, w.reason) for w in report.warnings]
+    assert warnings == [("big.txt", pipeline.STALE_PARTS_REASON)]
+    assert report.resumed == 0 and report.window_tokens == clean.window_tokens  # all embedded again
+    assert not (tmp_path / "ix" / STAGING_NAME).exists()
+
+
 @pytest.mark.slow
 def test_a_sigkilled_ingest_keeps_the_batches_of_a_large_document(tmp_path: Path, tiny_model: Path) -> None:
     """The same with a real SIGKILL in a ``ragidx ingest`` process (parts are durable)."""
