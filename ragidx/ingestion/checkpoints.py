@@ -16,8 +16,10 @@ would otherwise lend another text's vectors to the next ingest. :meth:`Checkpoin
 each part's (first window, windows, token sha256) with the vectors, and the stream checks them
 against the tokens it reads (:class:`ragidx.ingestion.streaming.StaleParts`). A part without that
 record (written by an older ragidx) is never trusted: it is removed silently and its windows are
-embedded again. A Ray ingest's actors read and write parts in the same folder when they reach it
-(see ``ragidx.ingestion.ray_engine``).
+embedded again. A Ray ingest's actors read and write parts in the same folder when they reach it:
+the driver marks it for them with a file ``ray-<random hex>`` during the job (see
+``ragidx.ingestion.ray_engine``; left by a killed driver, the next :meth:`Checkpoints.load` removes
+it as an unknown name).
 
 Each file is written atomically after its batch, so a killed ingest restarts with every finished
 batch available and embeds only the rest; the checkpoint folder is removed after a successful

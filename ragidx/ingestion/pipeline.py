@@ -369,6 +369,18 @@ def embed_checkpointed(
         return run(None), False
 
 
+def checkpointed_inside(
+    doc_plan: EmbedPlan, batch_tokens: int, encoder: Encoder, long_doc: LongDocConfig
+) -> bool:
+    """Whether a document is larger than a batch and embedded batch by batch, each one
+    checkpointed (``chunk`` and ``pcw`` windows, when streaming gives the same vectors)."""
+    return (
+        doc_plan.n_embedded > batch_tokens
+        and long_doc.policy in ("chunk", "pcw")
+        and streamable(encoder, long_doc)
+    )
+
+
 def warn_damaged(checkpoints: Checkpoints, warn: Callable[[Skipped], None]) -> None:
     """Report each damaged checkpoint file found since the last call, once."""
     for path in checkpoints.damaged:
@@ -455,13 +467,7 @@ class _Run:
             self.flush()
 
     def _checkpointed_inside(self, doc_plan: EmbedPlan) -> bool:
-        """Whether a document is larger than a batch and embedded batch by batch, each one
-        checkpointed (``chunk`` and ``pcw`` windows, when streaming gives the same vectors)."""
-        return (
-            doc_plan.n_embedded > self.batch_tokens
-            and self.long_doc.policy in ("chunk", "pcw")
-            and streamable(self.encoder, self.long_doc)
-        )
+        return checkpointed_inside(doc_plan, self.batch_tokens, self.encoder, self.long_doc)
 
     def take_streamed(self, item: Document, digest: str, replaces: bool) -> None:
         """Embed a large document on its own, batch by batch, each batch checkpointed (bounded

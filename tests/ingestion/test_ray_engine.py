@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from ragidx import faults
-from ragidx.errors import ConfigError
+from ragidx.errors import ConfigError, ModelError
 from ragidx.index.directory import STAGING_NAME, Index
 from ragidx.ingestion.checkpoints import DAMAGED_REASON
 from ragidx.ingestion.pipeline import IngestReport, ingest
@@ -103,6 +104,36 @@ def test_killed_ray_ingest_resumes_from_its_shards_and_a_rerun_skips_everything(
     again = ingest_ray(docs, tmp_path / "ix", config, workers=1)
     assert (again.added, again.updated, again.unchanged, again.window_tokens) == (0, 0, 6, 0)
     assert Index.open(tmp_path / "ix").manifest.generation == generation  # nothing written
+
+
+def test_a_ray_job_failed_inside_a_large_document_resumes_after_its_last_part(
+    local_ray: None, tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: an actor checkpoints a document larger than a batch part by part (in the index's
+    staging folder, which it reaches on a local Ray instance); a job that fails inside the document
+    keeps its parts, and the rerun embeds only the windows after them, with a clean ingest's
+    vectors."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "big.txt").write_text(long_text(2500, seed=5))
+    (docs / "small.md").write_text("A short note about bees.")
+    config = tiny_config(tiny_model, {"policy": "chunk", "overlap": 8}, batch_tokens=400, stream_bytes=5000)
+    clean = ingest(docs, tmp_path / "local", config)
+    monkeypatch.setenv(faults.ENV, "after-batch:3:oserror")  # the actor fails after big.txt's third part
+    with pytest.raises(ModelError, match="the Ray job failed"):
+        ingest_ray(docs, tmp_path / "ix", config, workers=1)
+    monkeypatch.delenv(faults.ENV)
+    faults.reset()
+    assert not Index.exists(tmp_path / "ix")
+    parts = sorted((tmp_path / "ix" / STAGING_NAME).glob("*/part-*.parquet"))
+    assert len(parts) == 3
+    windows = sum(pq.read_metadata(part).num_rows for part in parts)
+
+    resumed = ingest_ray(docs, tmp_path / "ix", config, workers=1)
+    assert (resumed.added, resumed.resumed, resumed.warnings) == (2, 1, [])  # big.txt resumed
+    assert resumed.window_tokens == clean.window_tokens - 64 * windows  # its parts' windows: not again
+    _same_index(tmp_path / "local", tmp_path / "ix")
+    assert not (tmp_path / "ix" / STAGING_NAME).exists()
 
 
 def test_ray_builds_the_hybrid_late_index_a_local_ingest_builds(
