@@ -1,4 +1,5 @@
-"""``ragidx verify``: check an index's files, checksums and internal agreement; ``--repair`` a damaged one."""
+"""``ragidx verify``: check an index's files, checksums and internal agreement; ``--repair`` a damaged one
+(its manifest too, from ``manifest.backup.json``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def verify_command(
         typer.Option(
             "--repair",
             help="Rebuild a damaged index from what is intact: keep every document whose files agree, "
-            "drop (and list) the others, commit that as the next generation.",
+            "drop (and list) the others, commit that as the next generation. A damaged manifest.json "
+            "is rebuilt from manifest.backup.json (the copy each commit writes) when that copy passes "
+            "its checksum; never guessed.",
         ),
     ] = False,
     as_json: Json = False,
@@ -37,8 +40,12 @@ def verify_command(
     --repair (under the writer lock) keeps every document whose record, vector rows and vectors
     are intact and agree, rebuilds the lexical index and counts, drops the other documents (each
     listed with why: re-ingest their files to add them back) and commits the next generation. A
-    manifest that is unreadable or fails its checksum cannot be repaired: restore it from a backup,
-    or ingest into a new index.
+    manifest.json that is missing, unreadable or fails its checksum is rebuilt first from
+    manifest.backup.json, the copy of the committed manifest each commit writes (checked by its own
+    checksum; files of a newer generation than it are named and not restored). Without a copy to
+    trust (indexes written before it existed, or a copy damaged too) the manifest cannot be
+    repaired: --repair says so and writes nothing; restore it from a backup, or ingest into a new
+    index.
 
     Exit status: 0 the index is sound (after --repair: repaired, nothing dropped); 1 it is damaged
     (each problem on its own line), or could not be repaired; 3 repaired, but documents were dropped.
@@ -96,10 +103,13 @@ def _print_repair(index: Path, report: RepairReport) -> None:
         )
     for rebuilt in report.rebuilt:
         err.print(f"rebuilt: {rebuilt}", highlight=False, markup=False)
+    for note in report.notes:
+        err.print(f"note: {note}", highlight=False, markup=False)
     dropped = len(report.dropped) + report.dropped_unnamed
     again = "; ingest their files again to add them back" if dropped else ""
+    manifest = "" if report.manifest_from is None else f", manifest rebuilt from {report.manifest_from}"
     out.print(
-        f"repaired: {index} generation {report.generation}, {report.documents} documents kept, "
-        f"{dropped} dropped{again}",
+        f"repaired: {index} generation {report.generation}{manifest}, {report.documents} documents "
+        f"kept, {dropped} dropped{again}",
         highlight=False,
     )

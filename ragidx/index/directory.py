@@ -3,6 +3,7 @@
 Layout of ``DIR``::
 
     manifest.json                 # the current generation (see ragidx.index.manifest)
+    manifest.backup.json          # a copy of it, written after each switch
     vectors-000003.faiss          # FAISS index (IDMap2 over the factory), FAISS binary format
                                   # or, with [index] shards = N, vectors-000003-s000.faiss …
                                   # (manifest keys faiss.0 …; see ragidx.index.shards)
@@ -22,6 +23,14 @@ an interrupt is re-raised as :class:`InterruptedAfterCommit`, naming the generat
 file's size and sha256 are checked on open, and FAISS ids must equal the store's vector ids. Writers hold
 ``ragidx.index.lock.WriterLock``; leftovers of a crashed writer (temp files, a generation whose manifest
 switch never happened) are removed by :meth:`Index.remove_leftovers` under that lock.
+
+Right after the switch a commit writes ``manifest.backup.json``, a copy of the manifest it switched
+to, so a copy exists only of a manifest that was committed: what ``ragidx verify --repair``
+rebuilds a damaged manifest from (``ragidx.index.verify``); it never names a generation whose
+switch did not happen. A crash between the switch and that copy leaves the previous generation's
+copy (and files, removed only after it): :meth:`Index.remove_leftovers` brings it up to date, as it
+does for indexes written before the copy existed. Nothing removes it; a directory that holds one
+but no ``manifest.json`` held a committed index, and is refused as a new one (repair it instead).
 
 A hybrid index (``[long_doc] hybrid``) has two FAISS levels: every document's document-level
 vector (store ordinal ``-1``) in :attr:`Index.document_vectors`, its chunk-level vectors in
@@ -53,13 +62,16 @@ from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.lexical import LexicalIndex, analyse
 from ragidx.index.manifest import (
+    BACKUP_NAME,
     FORMAT_VERSION,
     MANIFEST_NAME,
     EncoderInfo,
     ExternalEncoderInfo,
     FileEntry,
     Manifest,
+    ManifestDamagedError,
     now,
+    refresh_backup,
     repair_hint,
     write_atomic,
 )
@@ -480,16 +492,19 @@ class Index:
                 level.add(np.vstack(vectors), np.concatenate(ids))
                 pending.clear()
 
-    def commit(self, directory: str | Path | None = None) -> None:
+    def commit(
+        self, directory: str | Path | None = None, *, replacing: ManifestDamagedError | None = None
+    ) -> None:
         """Write the next generation and switch the manifest to it (see the module docstring).
         ``directory``: write to (and from now on use) another directory, which must not hold an
-        index yet."""
+        index yet. ``replacing`` (repair only): the damaged manifest this commit replaces, which
+        must still be as it was read, instead of the generation this index was opened at."""
         if directory is not None and Path(directory) != self.directory:
             _check_new_directory(Path(directory))
             self.directory = Path(directory)
         if self.directory is None:
             raise IndexFormatError("in-memory index: give commit() the directory to write it to")
-        self._check_unchanged_on_disk()
+        self._check_unchanged_on_disk(replacing)
         self.flush()
         self.directory.mkdir(parents=True, exist_ok=True)
         generation = self.manifest.generation + 1
@@ -522,6 +537,7 @@ class Index:
             manifest.counts = manifest.counts.model_validate(self.store.stats())
             switch = manifest.to_bytes()
             write_atomic(self.directory / MANIFEST_NAME, switch)  # the switch, then a directory fsync
+            write_atomic(self.directory / BACKUP_NAME, switch)  # a copy of a committed manifest only
             faults.point("after-commit")
             self._remove_stale_files(keep=set(names.values()))
         except BaseException as exc:
@@ -535,10 +551,17 @@ class Index:
             raise _after_switch(exc, self.directory, generation) from exc
         self.manifest = manifest
 
-    def _check_unchanged_on_disk(self) -> None:
+    def _check_unchanged_on_disk(self, replacing: ManifestDamagedError | None = None) -> None:
         """Refuse to commit over a generation this index has not seen: another writer committed
         since it was opened, and writing now would drop that writer's changes."""
         assert self.directory is not None
+        if replacing is not None:
+            if not replacing.still_there():
+                raise IndexFormatError(
+                    f"{replacing.path}: changed on disk while it was being repaired; nothing was written: "
+                    "check it again with ragidx verify"
+                )
+            return
         if not (self.directory / MANIFEST_NAME).exists():
             return
         current = Manifest.read(self.directory).generation
@@ -550,8 +573,11 @@ class Index:
 
     def remove_leftovers(self) -> None:
         """Delete what a crashed writer left: temp files and data files of generations the
-        manifest does not list. Call only while holding the writer lock."""
+        manifest does not list; bring ``manifest.backup.json`` up to date (a commit interrupted
+        between its switch and its backup, an index written before backups). Call only while
+        holding the writer lock."""
         if self.directory is not None and self.directory.is_dir():
+            refresh_backup(self.directory, self.manifest)
             self._remove_stale_files(keep={entry.name for entry in self.manifest.files.values()})
 
     def info(self) -> dict[str, Any]:
@@ -562,6 +588,7 @@ class Index:
 
     # ----------------------------------------------------------------------------- internals
     def _remove_stale_files(self, keep: set[str]) -> None:
+        """Delete data files not in ``keep`` and temp files; never the manifest or its backup."""
         assert self.directory is not None
         for path in self.directory.iterdir():
             stale = DATA_FILE.match(path.name) and path.name not in keep
@@ -597,6 +624,8 @@ def _after_switch(
 def _check_new_directory(directory: Path) -> None:
     if (directory / MANIFEST_NAME).exists():
         raise IndexFormatError(f"{directory}: already holds an index; open it instead")
+    if (directory / BACKUP_NAME).exists():  # an index whose manifest.json is missing
+        Manifest.read(directory)  # raises, saying whether it can be repaired
     if directory.exists() and not directory.is_dir():
         raise IndexFormatError(f"{directory}: exists and is not a directory")
 

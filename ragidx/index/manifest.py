@@ -13,6 +13,16 @@ spaces, UTF-8), checked on every read: a change that leaves valid JSON (a bit fl
 documents, with the wrong settings. Format 1 manifests (ragidx 0.1 and 0.2) have none and are read
 as before; the next commit writes format 2, with one.
 
+Each commit also writes ``manifest.backup.json``, the same bytes, just after its switch (see
+``ragidx.index.directory``): a copy of a manifest that was committed, which ``ragidx verify
+--repair`` rebuilds a damaged manifest from (missing, unreadable, invalid, failing its checksum),
+after checking it as strictly (:func:`read_backup`). A damaged manifest's error
+(:class:`ManifestDamagedError`) says what to do: repair, where that copy reads, passes its
+checksum and some of its files are there; else why it cannot be repaired (no copy: indexes
+written before it existed have none; the copy damaged too; out of date). Writers bring an
+outdated copy up to date (:func:`refresh_backup`). Format 1 manifests get no copy until their
+next commit: without a checksum there is nothing to check it by.
+
 The pooling record of an index built with lmk ``sentence`` or ``mean_every`` pooling carries
 ``"rules": 2`` (the LMK authors' rules those names mean since issue 28); one without it was written
 before and reads as the rule of its time, ``sentence_grouped`` or ``mean_every_content``
@@ -38,9 +48,10 @@ from ragidx.errors import IndexFormatError, describe_validation
 from ragidx.index.config import FaissConfig, LexicalConfig
 
 MANIFEST_NAME = "manifest.json"
+BACKUP_NAME = "manifest.backup.json"  # the copy each commit writes after its switch
 FORMAT_VERSION = 2  # 2: with a checksum
 CHECKSUM_KEY = "checksum"
-# What to do about a damaged manifest: the settings to repair an index with are what it lost.
+# What to do about a damaged manifest that its backup cannot rebuild: the settings are what it lost.
 _NO_REPAIR = "restore manifest.json from a backup, or ingest into a new index directory"
 
 
@@ -191,17 +202,36 @@ class Manifest(BaseModel):
 
     @classmethod
     def read(cls, directory: Path) -> Manifest:
+        """The directory's manifest, checked; :class:`ManifestDamagedError` when it is damaged (or
+        missing where its backup shows an index was committed)."""
         path = directory / MANIFEST_NAME
         if not directory.is_dir():
             raise IndexFormatError(f"{directory}: no such index directory; create one with ragidx ingest")
         if not path.is_file():
-            raise IndexFormatError(
-                f"{directory}: not a ragidx index (no {MANIFEST_NAME}); create one with ragidx ingest"
-            )
+            if not (directory / BACKUP_NAME).exists():
+                raise IndexFormatError(
+                    f"{directory}: not a ragidx index (no {MANIFEST_NAME}); create one with ragidx ingest"
+                )
+            committed = f"missing, but {BACKUP_NAME} shows an index was committed here"
+            raise ManifestDamagedError(directory, committed)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise IndexFormatError(f"{path}: unreadable manifest ({exc}); {_NO_REPAIR}") from exc
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ManifestDamagedError(directory, f"unreadable manifest ({exc})") from exc
+        try:
+            return cls.from_bytes(data, path)
+        except ManifestProblem as exc:
+            raise ManifestDamagedError(directory, exc.problem + exc.why, data) from exc
+
+    @classmethod
+    def from_bytes(cls, data: builtins.bytes, path: Path) -> Manifest:
+        """The manifest in ``data`` (read from ``path``, which messages name), checked: valid, and
+        passing its checksum (format 2). :class:`ManifestProblem` when not; a format newer than
+        this ragidx reads raises :class:`IndexFormatError`."""
+        try:
+            raw = json.loads(data.decode("utf-8"))
+        except ValueError as exc:  # not UTF-8, not JSON
+            raise ManifestProblem(path, f"unreadable manifest ({exc})") from exc
         version = raw.get("format_version") if isinstance(raw, dict) else None
         if isinstance(version, int) and version > FORMAT_VERSION:
             raise IndexFormatError(
@@ -212,17 +242,15 @@ class Manifest(BaseModel):
             manifest = cls.model_validate(raw)
         except ValidationError as exc:
             detail = describe_validation(exc, hide=_ENCODER_KINDS)
-            raise IndexFormatError(f"{path}: invalid manifest ({detail}); {_NO_REPAIR}") from exc
+            raise ManifestProblem(path, f"invalid manifest ({detail})") from exc
         if claimed is None and manifest.format_version >= 2:
             problem = f"has no {CHECKSUM_KEY} (format {manifest.format_version} manifests carry one)"
         elif claimed is not None and claimed != manifest_checksum(raw):
             problem = "fails its checksum"
         else:
             return manifest
-        raise IndexFormatError(
-            f"{path}: {problem}: it was changed or is corrupt, so the index's settings cannot be "
-            f"trusted; {_NO_REPAIR}"
-        )
+        why = ": it was changed or is corrupt, so the index's settings cannot be trusted"
+        raise ManifestProblem(path, problem, why)
 
     def embedding_fingerprint(self) -> str:
         """sha256 of everything that decides a document's vectors: the encoder (weights
@@ -243,6 +271,124 @@ class Manifest(BaseModel):
 
     def write(self, directory: Path) -> None:
         write_atomic(directory / MANIFEST_NAME, self.to_bytes())
+
+
+class ManifestProblem(IndexFormatError):
+    """Bytes that are not a sound manifest: ``problem`` says what is wrong (unreadable, invalid,
+    fails its checksum), ``why`` what that means, where it needs saying."""
+
+    def __init__(self, path: Path, problem: str, why: str = ""):
+        super().__init__(f"{path}: {problem}{why}")
+        self.path, self.problem, self.why = path, problem, why
+
+    def __reduce__(self) -> tuple[type[IndexFormatError], tuple[str]]:  # pickles as its message
+        return IndexFormatError, (str(self),)
+
+
+class ManifestDamagedError(IndexFormatError):
+    """A directory's ``manifest.json`` is damaged: ``problem`` says how. ``found``: its bytes as they
+    were read (None: missing or unreadable), what a repair replaces if they are still there
+    (:meth:`still_there`). ``backup``: the checked copy a repair rebuilds it from; None where there
+    is none to trust, and the message then says why and what to do instead."""
+
+    def __init__(self, directory: Path, problem: str, found: builtins.bytes | None = None):
+        self.path = directory / MANIFEST_NAME
+        self.problem, self.found = problem, found
+        try:
+            self.backup: Manifest | None = read_backup(directory)
+            advice = (
+                f"repair it with: ragidx verify --repair {directory} (rebuilds it from {BACKUP_NAME}, "
+                f"generation {self.backup.generation})"
+            )
+        except IndexFormatError as exc:
+            self.backup, advice = None, str(exc)
+        super().__init__(f"{self.path}: {problem}; {advice}")
+
+    def __reduce__(self) -> tuple[type[IndexFormatError], tuple[str]]:  # pickles as its message
+        return IndexFormatError, (str(self),)
+
+    def still_there(self) -> bool:
+        """Whether ``manifest.json`` is still as it was read (no other writer replaced it since)."""
+        try:
+            return self.path.read_bytes() == self.found
+        except OSError:
+            return self.found is None
+
+
+def read_backup(directory: Path) -> Manifest:
+    """The copy of a committed manifest that the last commit wrote (``manifest.backup.json``),
+    checked as the manifest is, and naming a generation some of whose files are still here. Raises
+    :class:`IndexFormatError` otherwise, saying why it cannot be used and what to do instead (a
+    clause that follows a damaged manifest's problem)."""
+    path = directory / BACKUP_NAME
+    unusable = f"so it cannot be repaired: {_NO_REPAIR}"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise IndexFormatError(
+            f"there is no {BACKUP_NAME} to rebuild it from (indexes written before ragidx kept one have "
+            f"none): {_NO_REPAIR}"
+        ) from None
+    except OSError as exc:
+        raise IndexFormatError(f"{path} is unreadable too ({exc.strerror}), {unusable}") from exc
+    try:
+        backup = Manifest.from_bytes(data, path)
+    except ManifestProblem as exc:
+        raise IndexFormatError(f"{path} is damaged too ({exc.problem}), {unusable}") from exc
+    if not any((directory / entry.name).is_file() for entry in backup.files.values()):
+        raise IndexFormatError(
+            f"{path} is of generation {backup.generation}, none of whose files are here (it is out of "
+            f"date), {unusable}"
+        )
+    return backup
+
+
+def backup_note(directory: Path, manifest: Manifest) -> str | None:
+    """What is wrong with the backup of a sound ``manifest`` (None: nothing, or a format 1
+    manifest, which gets one at its next commit): ``ragidx verify`` notes it."""
+    path = directory / BACKUP_NAME
+    try:
+        backup, current = path.read_bytes(), (directory / MANIFEST_NAME).read_bytes()
+    except FileNotFoundError:
+        if manifest.format_version < 2:
+            return None
+        return f"{path}: missing; the next ingest, delete or repair writes it"
+    if manifest.format_version < 2 or backup == current:
+        return None
+    fix = "the next ingest, delete or repair rewrites it"
+    try:
+        generation = Manifest.from_bytes(backup, path).generation
+    except IndexFormatError as exc:
+        return f"{path}: damaged ({getattr(exc, 'problem', exc)}); {fix}"
+    if generation != manifest.generation:
+        return (
+            f"{path}: of generation {generation}, not the current {manifest.generation} (a commit "
+            f"interrupted after its manifest switch); {fix}"
+        )
+    return f"{path}: differs from {MANIFEST_NAME}; {fix}"
+
+
+def refresh_backup(directory: Path, manifest: Manifest) -> bool:
+    """Make ``manifest.backup.json`` a copy of ``manifest.json`` where it is not (missing,
+    damaged, of an older generation: a commit interrupted after its switch, or one by a ragidx that
+    kept none), as long as ``manifest.json`` carries a checksum and holds ``manifest``. Returns
+    whether it wrote. Call under the writer lock."""
+    if manifest.format_version < 2:
+        return False
+    path = directory / MANIFEST_NAME
+    try:
+        current = path.read_bytes()
+    except FileNotFoundError:  # a new index, not committed yet
+        return False
+    try:
+        if (directory / BACKUP_NAME).read_bytes() == current:
+            return False
+    except FileNotFoundError:
+        pass
+    if Manifest.from_bytes(current, path) != manifest:
+        return False  # not the manifest this writer opened: leave both alone
+    write_atomic(directory / BACKUP_NAME, current)
+    return True
 
 
 def manifest_checksum(data: dict[str, Any]) -> str:

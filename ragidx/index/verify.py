@@ -6,15 +6,26 @@ ids equal the store's vector ids; :func:`verify` does that without raising, and 
 document's vector count equals its rows in the vector table, every row belongs to a document,
 vector ids are unique and below the manifest's next id, and the manifest's counts match the store.
 It also notes (without failing) what a writer left behind: a lock, the checkpoints an interrupted
-ingest can resume from, temp files or files of other generations.
+ingest can resume from, temp files or files of other generations, a ``manifest.backup.json`` that
+is missing or not a copy of the manifest.
 
 :func:`repair` (under the writer lock) keeps every document whose record, vector rows and vectors
 are all intact and agree, drops the others, naming each with the reason, and commits the result as
 the next generation (the damaged files go with the old one). What it can rebuild it rebuilds
 instead of dropping: the lexical index from the stored texts, a damaged shard as an empty copy of
 an intact one, the manifest's counts and next id. Dropped documents come back with the next
-``ragidx ingest`` of their files. A manifest that is unreadable or fails its checksum cannot be
-repaired: the settings the index was built with are what it lost.
+``ragidx ingest`` of their files.
+
+A damaged ``manifest.json`` (missing, unreadable, invalid, failing its checksum) is rebuilt from
+``manifest.backup.json``, the copy of a committed manifest that each commit writes after its switch
+(see ``ragidx.index.directory``), checked as strictly as the manifest (its own checksum) and used
+only where some of its generation's files are here; the repair above then runs over the files it
+lists (their sizes and sha256 come from it too), and the result is committed as the next
+generation, numbered past any data file found. Files of a newer generation than the copy's (a
+commit that crashed at its switch, or one whose copy was not yet written) are named and not
+restored: only a generation known to have been committed comes back. Settings are never guessed:
+without a copy to trust (indexes written before it existed, a copy damaged too or out of date) the
+repair is refused with one line saying why and what to do, and nothing is written.
 """
 
 from __future__ import annotations
@@ -43,7 +54,13 @@ from ragidx.index.directory import (
 from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.lexical import LexicalIndex
 from ragidx.index.lock import LOCK_NAME, WriterLock, is_stale, read_holder
-from ragidx.index.manifest import MANIFEST_NAME, Manifest
+from ragidx.index.manifest import (
+    BACKUP_NAME,
+    MANIFEST_NAME,
+    Manifest,
+    ManifestDamagedError,
+    backup_note,
+)
 from ragidx.index.shards import ShardedFaissIndex, VectorIndex, create_vectors
 from ragidx.index.store import DOCUMENT_LEVEL, Store
 
@@ -60,7 +77,7 @@ class VerifyReport:
     vectors: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    repairable: bool = False  # damaged, but its manifest is intact: :func:`repair` can fix it
+    repairable: bool = False  # damaged, and :func:`repair` can fix it (its manifest or the backup reads)
 
     @property
     def ok(self) -> bool:
@@ -87,23 +104,34 @@ def verify(directory: str | Path) -> VerifyReport:
         manifest, _, store, _, _ = load_generation(directory)
     except IndexFormatError as exc:
         report.problems.append(str(exc))
-        report.repairable = _manifest_reads(directory)
-        _notes(directory, None, report)
+        current, report.repairable = _listed(directory)
+        _notes(directory, current, report)
         return report
     report.generation = manifest.generation
     report.documents, report.vectors = store.n_documents, store.n_vectors
     report.problems += _store_problems(directory, manifest, store)
     report.repairable = not report.ok
-    _notes(directory, manifest, report)
+    _notes(directory, _names(manifest), report)
+    note = backup_note(directory, manifest)
+    if note is not None:
+        report.notes.append(note)
     return report
 
 
-def _manifest_reads(directory: Path) -> bool:
+def _listed(directory: Path) -> tuple[set[str] | None, bool]:
+    """The data files of the generation a repair would keep (the manifest's, or a damaged one's
+    backup's; None: unknown), and whether :func:`repair` can make the index usable."""
     try:
-        Manifest.read(directory)
-    except IndexFormatError:
-        return False
-    return True
+        manifest = Manifest.read(directory)
+    except ManifestDamagedError as exc:
+        return (None, False) if exc.backup is None else (_names(exc.backup), True)
+    except IndexFormatError:  # no index here: files of a first commit that never switched are leftovers
+        return (None if (directory / MANIFEST_NAME).exists() else set()), False
+    return _names(manifest), True
+
+
+def _names(manifest: Manifest) -> set[str]:
+    return {entry.name for entry in manifest.files.values()}
 
 
 def _store_problems(directory: Path, manifest: Manifest, store: Store) -> list[str]:
@@ -129,10 +157,11 @@ def _store_problems(directory: Path, manifest: Manifest, store: Store) -> list[s
     return problems
 
 
-def _notes(directory: Path, manifest: Manifest | None, report: VerifyReport) -> None:
+def _notes(directory: Path, current: set[str] | None, report: VerifyReport) -> None:
+    """Notes on what writers left; ``current``: the data files in use (None: unknown, so none is
+    called a leftover)."""
     if not directory.is_dir():
         return
-    current = {entry.name for entry in manifest.files.values()} if manifest else set()
     lock = directory / LOCK_NAME
     if lock.exists():
         holder = read_holder(lock)
@@ -143,7 +172,8 @@ def _notes(directory: Path, manifest: Manifest | None, report: VerifyReport) -> 
             f"{directory / STAGING_NAME}: checkpoints of an interrupted ingest; the next ingest reuses them"
         )
     for path in sorted(directory.iterdir()):
-        leftover = (DATA_FILE.match(path.name) and path.name not in current) or ".tmp-" in path.name
+        stale = current is not None and DATA_FILE.match(path.name) and path.name not in current
+        leftover = stale or ".tmp-" in path.name
         if leftover:
             report.notes.append(f"{path}: left by an interrupted write; the next ingest removes it")
 
@@ -161,6 +191,8 @@ class RepairReport:
     rebuilt: list[str] = field(default_factory=list)
     dropped: dict[str, str] = field(default_factory=dict)
     dropped_unnamed: int = 0  # dropped documents whose ids were lost with the store
+    manifest_from: str | None = None  # the backup a damaged manifest was rebuilt from
+    notes: list[str] = field(default_factory=list)  # files it found and did not restore
 
     @property
     def repaired(self) -> bool:
@@ -177,6 +209,8 @@ class RepairReport:
             "rebuilt": self.rebuilt,
             "dropped": self.dropped,
             "dropped_unnamed": self.dropped_unnamed,
+            "manifest_from": self.manifest_from,
+            "notes": self.notes,
         }
 
 
@@ -184,14 +218,19 @@ def repair(directory: str | Path) -> RepairReport:
     """Make a damaged index usable again from what is intact (see the module docstring); an index
     that verifies is left as it is, but for a crashed writer's leftovers."""
     directory = Path(directory)
-    Manifest.read(directory)  # the usual one-line error for a missing or unrepairable index
+    _damaged_manifest(directory)  # the usual one-line error for a missing or unrepairable index
     with WriterLock(directory):
-        found = verify(directory)
-        if found.ok:
-            Index.open(directory).remove_leftovers()
-            return RepairReport(str(directory), documents=found.documents, vectors=found.vectors)
-        index, report = _salvage(directory)
-        index.commit()
+        damaged = _damaged_manifest(directory)  # again: another writer may have come before the lock
+        if damaged is not None:
+            index, report = _rebuild_manifest(directory, damaged)
+            index.commit(replacing=damaged)
+        else:
+            found = verify(directory)
+            if found.ok:
+                Index.open(directory).remove_leftovers()
+                return RepairReport(str(directory), documents=found.documents, vectors=found.vectors)
+            index, report = _salvage(directory, Manifest.read(directory), RepairReport(str(directory)))
+            index.commit()
         left = verify(directory).problems
         if left:  # a kind of damage the salvage does not know: say so rather than claim success
             raise IndexFormatError(f"{directory}: repaired what it could, but {left[0]}")
@@ -200,10 +239,46 @@ def repair(directory: str | Path) -> RepairReport:
     return report
 
 
-def _salvage(directory: Path) -> tuple[Index, RepairReport]:
-    """The index rebuilt in memory from the intact files, and what was dropped on the way."""
-    manifest = Manifest.read(directory)
-    report = RepairReport(str(directory))
+def _damaged_manifest(directory: Path) -> ManifestDamagedError | None:
+    """The manifest's damage where its backup can repair it; None: the manifest reads. Raises
+    what :meth:`Manifest.read` raises otherwise (no index; damaged, and no backup to trust)."""
+    try:
+        Manifest.read(directory)
+    except ManifestDamagedError as exc:
+        if exc.backup is None:
+            raise
+        return exc
+    return None
+
+
+def _rebuild_manifest(directory: Path, damaged: ManifestDamagedError) -> tuple[Index, RepairReport]:
+    """:func:`_salvage` of the generation the backup lists, numbered to commit past every data
+    file here; files of newer generations are named (not restored)."""
+    assert damaged.backup is not None
+    backup = damaged.backup
+    report = RepairReport(str(directory), manifest_from=str(directory / BACKUP_NAME))
+    report.damage.append(f"{damaged.path}: {damaged.problem}")
+    report.rebuilt.append(f"the manifest, from {directory / BACKUP_NAME} (generation {backup.generation})")
+    newer: dict[int, list[str]] = {}
+    for path in sorted(directory.iterdir()):
+        match = DATA_FILE.match(path.name)
+        if match and int(match[2]) > backup.generation:
+            newer.setdefault(int(match[2]), []).append(path.name)
+    for generation, names in sorted(newer.items()):
+        report.notes.append(
+            f"{directory}: files of generation {generation} ({', '.join(names)}) are newer than "
+            f"{BACKUP_NAME}: a commit that crashed at its manifest switch, or just after it; they are "
+            "not restored (only a generation known to be committed is) and go with this repair: if "
+            "an ingest or delete said it committed them, run it again"
+        )
+    index, report = _salvage(directory, backup, report)
+    index.manifest.generation = max([backup.generation, *newer])  # the commit writes the next one
+    return index, report
+
+
+def _salvage(directory: Path, manifest: Manifest, report: RepairReport) -> tuple[Index, RepairReport]:
+    """The index rebuilt in memory from the intact files ``manifest`` lists, and what was dropped
+    on the way (added to ``report``)."""
     data: dict[str, bytes] = {}
     for key, entry in manifest.files.items():
         try:

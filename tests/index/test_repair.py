@@ -12,7 +12,7 @@ import pytest
 from ragidx.errors import IndexFormatError
 from ragidx.index.directory import Index
 from ragidx.index.lock import IndexLockedError, WriterLock
-from ragidx.index.manifest import MANIFEST_NAME
+from ragidx.index.manifest import BACKUP_NAME, MANIFEST_NAME
 from ragidx.index.verify import repair, verify
 from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
@@ -170,13 +170,18 @@ def test_a_sound_index_is_left_as_it_is(built: Path) -> None:
     assert verify(built).notes == []  # the leftover went
 
 
-def test_a_damaged_manifest_cannot_be_repaired(built: Path) -> None:
+def test_a_damaged_manifest_without_its_backup_cannot_be_repaired(built: Path) -> None:
+    """With its backup it can (tests/index/test_manifest_repair.py)."""
+    (built / BACKUP_NAME).unlink(missing_ok=True)
     path = built / MANIFEST_NAME
     path.write_text(path.read_text().replace('"next_vid": 4', '"next_vid": 5'))
     before = sorted(p.name for p in built.iterdir())
     found = verify(built)
     assert not found.ok and not found.repairable
-    with pytest.raises(IndexFormatError, match="fails its checksum.*restore manifest.json from a backup"):
+    with pytest.raises(
+        IndexFormatError,
+        match="fails its checksum.*no manifest.backup.json.*restore manifest.json from a backup",
+    ):
         repair(built)
     assert sorted(p.name for p in built.iterdir()) == before
 
