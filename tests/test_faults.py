@@ -17,7 +17,7 @@ from ragidx import faults
 from ragidx.embed.encoder import Encoder
 from ragidx.index.directory import STAGING_NAME, Index
 from ragidx.index.lock import LOCK_NAME
-from ragidx.index.manifest import MANIFEST_NAME
+from ragidx.index.manifest import BACKUP_NAME, MANIFEST_NAME
 from ragidx.index.verify import verify
 from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
@@ -133,6 +133,7 @@ def test_killed_ingest_resumes_to_the_clean_index(
         "chunks-000002.parquet",
         "documents-000002.parquet",
         "lexical-000002.npz",
+        BACKUP_NAME,
         MANIFEST_NAME,
         "vectors-000002.faiss",
     ]
@@ -157,11 +158,12 @@ def test_reader_during_a_write_sees_the_previous_generation(
     assert (after.manifest.generation, len(after)) == (2, 3 + N_NEW)
 
 
-@pytest.mark.parametrize("last", [1, 4])
+@pytest.mark.parametrize("last", [2, 5])
 def test_failed_write_during_commit_leaves_the_old_index(
     base: dict[str, Any], tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch, last: int
 ) -> None:
-    """The k-th last write of a commit (4: the FAISS file, 1: the manifest switch) fails."""
+    """The k-th last write of a commit (5: the FAISS file, 2: the manifest switch) fails (the last,
+    the manifest's backup, comes after the switch: see tests/index/test_commit_interrupt.py)."""
     directory = _copy_base(base, tmp_path)
     monkeypatch.setenv(faults.ENV, f"write:{base['writes'] - last + 1}:oserror")
     faults.reset()
@@ -175,6 +177,7 @@ def test_failed_write_during_commit_leaves_the_old_index(
         "chunks-000001.parquet",
         "documents-000001.parquet",
         "lexical-000001.npz",
+        BACKUP_NAME,
         MANIFEST_NAME,
         "vectors-000001.faiss",
     ]  # old generation, checkpoints; no lock, temp or new files

@@ -2,9 +2,10 @@
 from the switch on the new generation is kept whole and the interrupt says it was committed.
 
 The steps are those of :meth:`Index.commit` on a dense + lexical index: each atomic file write
-(``write:k``, before its rename; the manifest is the 5th), the directory fsync after each rename
-(``fsync:k``: the 5th is the one just after the manifest switch), ``mid-commit``, ``after-commit``
-and the removal of the previous generation's files (``cleanup``). They are exercised for the three
+(``write:k``, before its rename; the manifest is the 5th, its backup, after the switch, the 6th),
+the directory fsync after each rename (``fsync:k``: the 5th is the one just after the manifest
+switch), ``mid-commit``, ``after-commit`` and the removal of the previous generation's files
+(``cleanup``). They are exercised for the three
 writers: an ingest into an index, an ingest creating one, and a delete.
 """
 
@@ -32,7 +33,8 @@ from ragidx.index.verify import verify
 from ragidx.ingestion.pipeline import ingest
 from tests.conftest import tiny_config, write_docs
 
-N_FILES = 5  # vectors, documents, chunks, lexical, then manifest.json: the switch
+N_FILES = 6  # vectors, documents, chunks, lexical, manifest.json (the switch), manifest.backup.json
+SWITCH = 5  # the write of manifest.json
 STEPS = [
     *(f"write:{k}" for k in range(1, N_FILES + 1)),
     *(f"fsync:{k}" for k in range(1, N_FILES + 1)),
@@ -40,7 +42,12 @@ STEPS = [
     "after-commit:1",
     "cleanup:1",
 ]
-LANDED = {f"fsync:{N_FILES}", "after-commit:1", "cleanup:1"}  # the manifest was already switched
+LANDED = {  # the manifest was already switched
+    *(f"fsync:{k}" for k in range(SWITCH, N_FILES + 1)),
+    *(f"write:{k}" for k in range(SWITCH + 1, N_FILES + 1)),
+    "after-commit:1",
+    "cleanup:1",
+}
 OPERATIONS = ["ingest", "fresh", "delete"]
 
 

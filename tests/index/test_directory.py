@@ -15,7 +15,7 @@ from ragidx.embed.config import EncoderConfig
 from ragidx.embed.encoder import Encoder
 from ragidx.errors import IndexFormatError, ModelError
 from ragidx.index.directory import Index
-from ragidx.index.manifest import MANIFEST_NAME
+from ragidx.index.manifest import BACKUP_NAME, MANIFEST_NAME
 from ragidx.ingestion.pipeline import ingest
 from ragidx.read.document import Document
 from tests.index.manifest_edits import edit_manifest
@@ -33,7 +33,7 @@ def built(tmp_path: Path, tiny_model: Path) -> Path:
 
 
 def _data_files(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name != MANIFEST_NAME)
+    return sorted(p.name for p in directory.iterdir() if p.name not in (MANIFEST_NAME, BACKUP_NAME))
 
 
 def test_commit_writes_one_generation_and_cleans_the_old(built: Path, tiny_model: Path) -> None:

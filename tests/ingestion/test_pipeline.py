@@ -213,6 +213,7 @@ def test_jsonl_ids_never_become_paths(tmp_path: Path, tiny_model: Path) -> None:
         "chunks-000001.parquet",
         "documents-000001.parquet",
         "lexical-000001.npz",
+        "manifest.backup.json",
         "manifest.json",
         "vectors-000001.faiss",
     ]
