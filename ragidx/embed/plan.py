@@ -150,17 +150,19 @@ def chunk_geometry(window: int, config: LongDocConfig) -> tuple[int, int]:
     return size, size - min(config.overlap, size - 1)
 
 
-def settled_spans(n_read: int, window: int, config: LongDocConfig) -> list[tuple[int, int]]:
+def settled_spans(n_read: int, window: int, config: LongDocConfig, first: int = 0) -> list[tuple[int, int]]:
     """The ``chunk`` or ``pcw`` windows certain to open the plan of a document whose first
     ``n_read`` tokens are known, however long it turns out to be: once it is longer than one
     window, every window that ends before the tokens read (and before ``max_tokens``). Only the
     last window of a plan depends on the document's length, so these are a prefix of its spans
-    (the streaming path embeds them while it reads)."""
+    (the streaming path embeds them while it reads). ``first``: leave out the first ``first`` of
+    them (those already taken: computed, not listed, so reading a document costs O(its windows))."""
     limit = min(n_read, config.max_tokens or n_read)
     if limit <= window:
         return []
     size, step = chunk_geometry(window, config)
-    return _windows(limit, size, step)[:-1]
+    regular = -(-(limit - size) // step)  # _windows' spans before its last: start + size < limit
+    return [(start, start + size) for start in range(first * step, regular * step, step)]
 
 
 def _plan_late(n_tokens: int, window: int, config: LongDocConfig, extended_window: int | None) -> EmbedPlan:

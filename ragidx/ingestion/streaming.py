@@ -57,7 +57,7 @@ from ragidx.read.document import STREAM_BLOCK, Document
 if TYPE_CHECKING:
     from ragidx.ingestion.checkpoints import Parts
 
-PIECE_CHARS = 1 << 16  # characters tokenized at a time (cut at whitespace)
+PIECE_CHARS = 1 << 14  # characters tokenized at a time (cut at whitespace)
 LARGE_TEXT_CHARS = 1 << 18  # a text held in memory longer than this is embedded as a stream
 _HASH_CHARS = 1 << 20  # characters encoded at a time for the content sha256
 _LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
@@ -197,7 +197,11 @@ def embed_streamed(
 
     buffer = _Buffer()
     out = StreamedEmbedding(plan=EmbedPlan("whole", [], 0), vectors=None, rows=[])
-    emitted: list[tuple[int, int]] = []
+    # windows emitted so far: their count and where the next regular one starts (not a list: a
+    # document's bookkeeping stays O(1) per window unless its rows are its output, under chunk)
+    emitted = 0
+    next_start = 0
+    one_vector = long_doc.policy != "chunk"  # pcw, truncate, extend: one row, from first to last window
     pending: list[Window] = []
     skip = len(done.vectors) if done is not None and embed else 0  # windows whose vectors are given
     raw: list[np.ndarray] = [_fold(done.vectors, long_doc)] if done is not None and skip else []
@@ -206,16 +210,22 @@ def embed_streamed(
     total = 0
 
     def emit(span: tuple[int, int]) -> None:
+        nonlocal emitted, next_start
         start, end = span
         lo, hi = start - buffer.origin, end - buffer.origin
-        emitted.append(span)
-        out.rows.append((start, end, buffer.chars[lo][0], buffer.chars[hi - 1][1]))
+        emitted += 1
+        next_start = start + step
+        row = (start, end, buffer.chars[lo][0], buffer.chars[hi - 1][1])
+        if one_vector and len(out.rows) == 2:
+            out.rows[1] = row  # the first and the last window's rows are all the vector needs
+        else:
+            out.rows.append(row)
         if embed:
             window = encoder.window(Tokens(prompt_ids=prompt, ids=buffer.ids, offsets=None), lo, hi)
-            if len(emitted) > skip:
+            if emitted > skip:
                 pending.append(window)
             else:  # its vector is given: it must be of these tokens
-                check.add(len(emitted) - 1, window.input_ids)
+                check.add(emitted - 1, window.input_ids)
 
     def run_pending(force: bool) -> None:
         """Embed the pending windows in groups of ``batch_tokens`` (``force``: all of them)."""
@@ -251,16 +261,16 @@ def embed_streamed(
             buffer.chars += [(base + s, base + e) for s, e in tokens.offsets[:room]]
         total += len(tokens.ids)
         if regular:
-            for span in settled_spans(total, window, long_doc)[len(emitted) :]:
+            for span in settled_spans(total, window, long_doc, first=emitted):
                 emit(span)
-            buffer.drop_before(int(min(emitted_next(emitted, step), min(total, cap) - size)))
+            buffer.drop_before(int(min(next_start, min(total, cap) - size)))
             run_pending(force=False)
 
     out.sha256 = digest.hexdigest()
     if total == 0:
         raise ValueError(f"{document.source}: no tokens after tokenization")
     out.plan = plan(total, window, long_doc, extended)
-    for span in out.plan.spans[len(emitted) :]:
+    for span in out.plan.spans[emitted:]:
         emit(span)
     check.finish()
     run_pending(force=True)
@@ -274,11 +284,6 @@ def embed_streamed(
 def _fold(vectors: np.ndarray, long_doc: LongDocConfig) -> np.ndarray:
     """Raw window vectors as kept: PCW keeps their sum only."""
     return vectors.sum(axis=0, keepdims=True) if long_doc.policy == "pcw" else vectors
-
-
-def emitted_next(emitted: list[tuple[int, int]], step: int) -> int:
-    """Start of the next regular window after those emitted."""
-    return emitted[-1][0] + step if emitted else 0
 
 
 def whitespace_pieces(document: Document) -> Iterator[tuple[str, int]]:

@@ -132,3 +132,5 @@ def test_settled_spans_open_every_longer_documents_plan(config: LongDocConfig) -
         settled = settled_spans(n_read, window, config)
         for n_tokens in range(n_read, n_read + 40):
             assert plan(n_tokens, window, config).spans[: len(settled)] == settled, (n_read, n_tokens)
+        for first in range(len(settled) + 2):  # the ones after those already taken
+            assert settled_spans(n_read, window, config, first) == settled[first:], (n_read, first)

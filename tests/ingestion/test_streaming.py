@@ -300,9 +300,10 @@ def test_peak_memory_of_a_large_file_below_the_streaming_size_is_a_few_times_its
     tmp_path: Path, tiny_model: Path, name: str, long_doc: dict
 ) -> None:
     """A 1.6 MB file (under the 32 MiB streaming size, read whole) is tokenized piece by piece,
-    never at once: the process grows by less than 32x the file (measured: ~18x; main: ~160x, as a
-    tokenizer holds ~150 bytes per character it is given). What still grows with the file is its
-    text (read, stored, committed) and its rows and vectors."""
+    never at once: the process grows by less than 16x the file (measured: ~13x; 0.3: ~160x, as a
+    tokenizer holds ~150 bytes per character it is given; ~18x before the store stopped writing
+    min/max statistics of texts). What still grows with the file is its text (read, stored,
+    committed), its BM25 postings, and its rows and vectors."""
     warm, docs = tmp_path / "warm", tmp_path / "docs"
     warm.mkdir()
     docs.mkdir()
@@ -317,4 +318,4 @@ def test_peak_memory_of_a_large_file_below_the_streaming_size_is_a_few_times_its
         [sys.executable, "-c", _PEAK, *args], env=env, capture_output=True, text=True, check=True
     )
     grew = int(done.stdout.split()[-1])
-    assert grew < 32 * size, f"grew by {grew / 2**20:.0f} MiB for a {size / 2**20:.1f} MiB file"
+    assert grew < 16 * size, f"grew by {grew / 2**20:.0f} MiB for a {size / 2**20:.1f} MiB file"
