@@ -628,6 +628,14 @@ def _check_new_directory(directory: Path) -> None:
         Manifest.read(directory)  # raises, saying whether it can be repaired
     if directory.exists() and not directory.is_dir():
         raise IndexFormatError(f"{directory}: exists and is not a directory")
+    listed = directory.iterdir() if directory.is_dir() else iter(())
+    found = sorted(p.name for p in listed if DATA_FILE.match(p.name))
+    if found:  # an index from before backups whose manifest.json is gone: never start over on it
+        raise IndexFormatError(
+            f"{directory}: holds an index's data files ({found[0]}, …) but no {MANIFEST_NAME} nor "
+            f"{BACKUP_NAME} to rebuild it from; nothing was changed: restore {MANIFEST_NAME} from a "
+            "backup, or use another directory (or remove those files to start over here)"
+        )
 
 
 def _faiss_keys(shards: list[bytes]) -> dict[str, bytes]:

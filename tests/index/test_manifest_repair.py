@@ -151,6 +151,19 @@ def test_an_index_without_a_backup_says_it_cannot_be_repaired(built: Path, damag
     assert _files(built) == before and not verify(built).repairable
 
 
+def test_an_ingest_never_starts_over_on_data_files_without_a_manifest(built: Path, tiny_model: Path) -> None:
+    """An index from before backups whose manifest.json was deleted: the ingest is refused, naming
+    what to do, and its data files are left as they were (it used to start a new index there and
+    delete them as leftovers)."""
+    (built / BACKUP_NAME).unlink()
+    (built / MANIFEST_NAME).unlink()
+    before = _files(built)
+    with pytest.raises(IndexFormatError, match="holds an index's data files") as refused:
+        ingest(built.parent / "docs", built, tiny_config(tiny_model))
+    assert "nothing was changed" in str(refused.value) and "\n" not in str(refused.value)
+    assert _files(built) == before
+
+
 def test_a_backup_whose_files_are_gone_is_not_used(built: Path) -> None:
     """A backup left behind by a writer that kept none (it committed on, its files went)."""
     stale = (built / BACKUP_NAME).read_bytes()
