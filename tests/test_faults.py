@@ -153,9 +153,15 @@ def test_reader_during_a_write_sees_the_previous_generation(
 
     with faults.hook("after-batch", read), faults.hook("mid-commit", read), faults.hook("write", read):
         ingest(base["docs"], directory, tiny_config(tiny_model, batch_tokens=BATCH_TOKENS))
-    assert len(seen) > 5 and set(seen) == {(1, 3, "doc-00.txt doc-01.txt doc-02.txt")}
     after = Index.open(directory)
     assert (after.manifest.generation, len(after)) == (2, 3 + N_NEW)
+    # every read before the switch sees generation 1 whole; the one write after it (the manifest's
+    # backup copy) sees generation 2 whole: never a mix
+    old = (1, 3, "doc-00.txt doc-01.txt doc-02.txt")
+    new = (2, 3 + N_NEW, " ".join(sorted(h.doc_id for h in after.search("Document 1.", k=20))))
+    before_switch = seen[: seen.index(new)] if new in seen else seen
+    assert len(before_switch) > 5 and set(before_switch) == {old}
+    assert set(seen[len(before_switch) :]) <= {new}
 
 
 @pytest.mark.parametrize("last", [2, 5])
