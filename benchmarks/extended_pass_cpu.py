@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -125,16 +124,6 @@ def one_pass(model: str, method: str, length: int, dtype: str, out: Path, thread
     }
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(MODELS / "gemma"))
@@ -193,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
     if args.json:
-        machine = {"cpu": _cpu_name(), "threads": args.threads, "memory_mode": args.memory}
+        from encode_throughput import cpu_name  # the machine record the other benchmarks write
+
+        machine = {"cpu": cpu_name(), "threads": args.threads, "memory_mode": args.memory}
         args.json.write_text(json.dumps({"machine": machine, "rows": rows}, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 0
