@@ -180,9 +180,9 @@ def eval_command(
         int | None,
         typer.Option(
             min=1,
-            help="Real tasks: a seeded sample of N documents and the queries judged on them, "
-            "recorded as task NAME[N] (e.g. qmsum[64]) apart from the full task: for slow models on "
-            "a CPU.",
+            help="A seeded sample of N documents (per length for passkey and needle: the full "
+            "task's own documents) and the queries judged on them, recorded as task NAME[N] (e.g. "
+            "qmsum[64], passkey[50]) apart from the full task: for slow models on a CPU.",
         ),
     ] = None,
     device: Device = None,

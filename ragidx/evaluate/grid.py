@@ -74,7 +74,7 @@ class EvalGrid(BaseModel):
     lengths: list[int] = Field(default_factory=lambda: list(LENGTHS), description="passkey/needle lengths")
     seed: int = 0
     sample: int | None = Field(
-        None, ge=1, description="real tasks: a seeded sample of this many documents (task NAME[N])"
+        None, ge=1, description="a seeded sample of this many documents per group (task NAME[N])"
     )
     data_dir: str | None = Field(None, description="evaluation data (default $RAGIDX_EVAL_DATA)")
     out: str = Field(description="result folder")

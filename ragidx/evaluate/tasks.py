@@ -19,11 +19,15 @@ mean of its groups' main metric (LongEmbed §2.2).
 * ``longembed:CONFIG``: the ``dwzhu/LongEmbed`` layout (``CONFIG/{corpus,queries,qrels}.jsonl``,
   ``context_length`` groups for passkey/needle) from disk, or from the hub when online.
 
-A real task can be cut to a seeded **sample** of its documents (``sample=N``, e.g. to run a slow
-model on a CPU): N documents drawn with the seed, the queries judged relevant to at least one of
-them, their judgements restricted to the sample. The task is then named ``NAME[N]`` (title "QMSum,
-64 docs"), so its records never mix with the full task's; its scores are on a smaller candidate
-pool and compare only with other runs on the same sample.
+A task can be cut to a seeded **sample** of its documents (``sample=N``, e.g. to run a slow model
+on a CPU): N documents drawn with the seed (per group: per length for passkey and needle), the
+queries judged relevant to at least one of them, their judgements restricted to the sample. The
+task is then named ``NAME[N]`` (title "QMSum, 64 docs"), so its records never mix with the full
+task's; its scores are on a smaller candidate pool and compare only with other runs on the same
+sample. A synthetic sample is drawn from the full task's generated documents (the same generator
+and seed), so its documents are the full task's, byte for byte: their cached embeddings count
+towards a later full run. About half of passkey's and needle's documents are queried, so a sample
+of N documents keeps about N/2 queries.
 """
 
 from __future__ import annotations
@@ -100,10 +104,10 @@ def load_task(
     seed: int = 0,
     sample: int | None = None,
 ) -> Task:
-    """Build or load the task named ``spec`` (see the module docstring for the names); a real task
-    cut to ``sample`` documents when given (synthetic tasks have their own size)."""
+    """Build or load the task named ``spec`` (see the module docstring for the names), cut to a
+    seeded sample of ``sample`` documents per group when given."""
     task = _load(spec, encoder, data_dir(data), lengths, seed)
-    return sampled(task, sample, seed) if sample is not None and task.kind == "real" else task
+    return sampled(task, sample, seed) if sample is not None else task
 
 
 def _load(

@@ -264,3 +264,19 @@ def test_a_sampled_real_task_is_its_own_task(tiny_model: Path, tmp_path: Path) -
     assert record.task == "qmsum[4]" and "sample of 4 of 6 documents" in record.task_source
     assert record.groups[0].n_docs == 4 and record.groups[0].n_queries >= 8
     assert "| strategy | QMSum, 4 docs | avg |" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_a_sampled_synthetic_task_keeps_its_lengths_and_shares_the_full_tasks_cache(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """passkey[N]: its own record and report column per length; its documents are the full task's,
+    so a full run afterwards embeds only the documents the sample did not have."""
+    grid = tiny_grid(tiny_model, tmp_path, ["chunk"], sample=10)
+    (record,) = run_grid(grid, command="sample").records
+    assert record.task == "passkey[10]" and "sample of 10 of 100 documents" in record.task_source
+    assert record.groups[0].length == 256 and record.groups[0].n_docs == 10
+    assert "Passkey, 10 docs" in (tmp_path / "out" / "results.md").read_text()
+    full = tiny_grid(tiny_model, tmp_path, ["chunk"], out=str(tmp_path / "full"))
+    (whole,) = run_grid(full, command="full").records
+    assert whole.task == "passkey" and whole.groups[0].n_docs == 100
+    assert whole.timing.docs_cached == 10 and whole.timing.docs_embedded == 90

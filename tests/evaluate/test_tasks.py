@@ -196,10 +196,27 @@ def test_a_sample_keeps_n_documents_and_only_the_queries_judged_on_them(tmp_path
 def test_a_sample_as_large_as_the_corpus_is_the_whole_task(tmp_path: Path, tiny_encoder, essays) -> None:
     root = write_qmsum(tmp_path, 3)
     assert load_task("qmsum", data=root, sample=3).name == "qmsum"
-    # synthetic tasks keep their own size
-    assert load_task("passkey", encoder=tiny_encoder, lengths=[256], sample=5).name == "passkey"
+    assert load_task("passkey", encoder=tiny_encoder, lengths=[256], sample=100).name == "passkey"
     with pytest.raises(ConfigError, match="at least one document"):
         tasks.sampled(load_task("qmsum", data=root), 0)
+
+
+def test_a_synthetic_sample_is_drawn_per_length_from_the_full_tasks_documents(tiny_encoder) -> None:
+    """passkey[N]: per length, N of the full task's own documents (same text, same depth) and the
+    queries asked of them, so a sample's cached embeddings serve a later full run."""
+    full = load_task("passkey", encoder=tiny_encoder, lengths=[256, 512])
+    task = load_task("passkey", encoder=tiny_encoder, lengths=[256, 512], sample=20)
+    assert task.name == "passkey[20]" and "sample of 20 of 100 documents, seed 0" in task.source
+    assert [g.length for g in task.groups] == [256, 512]
+    for group, whole in zip(task.groups, full.groups, strict=True):
+        assert len(group.corpus) == 20
+        for doc, text in group.corpus.items():
+            assert whole.corpus[doc] == text and whole.depths[doc] == group.depths[doc]
+        expected = {q for q, judged in whole.qrels.items() if set(judged) <= set(group.corpus)}
+        assert set(group.queries) == set(group.qrels) == expected and 0 < len(expected) < 20
+    # each length draws its own documents (the same indices would be a coincidence)
+    first, second = (sorted(d.rsplit("-", 1)[1] for d in g.corpus) for g in task.groups)
+    assert first != second
 
 
 def test_sample_names_parse_back() -> None:
