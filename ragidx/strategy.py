@@ -15,6 +15,11 @@ A spec is a base strategy with optional modifiers joined by ``+``:
 * ``lmk:<g>`` — landmark pooling every g tokens (alone: over PCW windows; ``extend:pi+lmk:64``:
   over one extended pass);
 * ``tau:<τ>`` — TempScale (attention logits / τ in every layer), with any base;
+* ``scale:doc`` or ``scale:<s>`` — with an extension (``extend:ntk+scale:doc``,
+  ``late+extend:pi+scale:doc``): the extension scale from each document's own length,
+  ``s = ceil(n / L_o)`` (``scale_from = "document"``), or a fixed s; NTK's λ and SelfExtend's g and
+  w follow it. Over a preset it replaces the preset's s and the λ, g, w written out as that s's
+  defaults (other values the preset sets stay);
 * ``vectors:<K>`` — with chunk or late: at most K vectors per document (consecutive chunks averaged);
 * ``best:<N>`` — with chunk or late: a document scores as the mean cosine of its N best vectors
   instead of its best one (scoring only: the same vectors, the same cache);
@@ -43,6 +48,7 @@ A spec is a base strategy with optional modifiers joined by ``+``:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,8 +66,8 @@ LEXICAL = "bm25"  # alone: BM25 only; bm25:<w|rrf|auto>: fused with the dense st
 PASSAGES = "passages"  # passages:<P>: BM25's passage size (0: whole documents only)
 GRAMMAR = (
     "truncate, chunk[:N[:O]], pcw, extend:<method|preset.toml>, late[:N[:O]], lmk:<g>, tau:<τ>, "
-    "vectors:<K>, best:<N>, hybrid:<rrf|w|auto>, bm25:<w|rrf|auto>, passages:<P>, joined by '+'; "
-    "or bm25 alone (+passages:<P>)"
+    "scale:<doc|s>, vectors:<K>, best:<N>, hybrid:<rrf|w|auto>, bm25:<w|rrf|auto>, passages:<P>, "
+    "joined by '+'; or bm25 alone (+passages:<P>)"
 )
 _LEXICAL_FIELDS = ("lexical_fusion", "lexical_weight", "lexical_passages")
 
@@ -78,6 +84,8 @@ class Strategy:
     preset: Path | None = None
     landmark_every: int | None = None
     tau: float | None = None
+    scale: int | None = None  # scale:<s>: a fixed extension scale
+    scale_from: str | None = None  # scale:doc: "document", s from each document's own length
     vectors_per_doc: int | None = None
     fusion: str | None = None  # hybrid: "rrf", "weighted" or "auto" (weighted, tuned by ragidx eval)
     weight: float | None = None  # hybrid weighted: the document cosine's weight
@@ -198,6 +206,8 @@ class Strategy:
                 "fusion": "rrf" if self.fusion == "rrf" else "weighted",
                 "weight": 0.5 if self.weight is None else self.weight,
             }
+        if self.scale is not None or self.scale_from is not None:
+            extension = _rescaled(extension, self.scale, self.scale_from)
         if self.tau is not None:
             extension["tau"] = self.tau
         try:
@@ -224,6 +234,10 @@ def parse(spec: str) -> Strategy:
             if not 0 < tau <= 1:
                 raise ConfigError(f"strategy {spec}: tau must be in (0, 1], got {arg}")
             options["tau"] = tau
+        elif name == "scale":
+            if {"scale", "scale_from"} & options.keys():
+                raise ConfigError(f"strategy {spec}: scale:… given twice")
+            options.update(_scale(spec, arg))
         elif name == "vectors":
             options["vectors_per_doc"] = _number(spec, part, arg, int)
         elif name == PASSAGES:
@@ -265,7 +279,13 @@ def _combine(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any
             f"strategy {spec}: bm25:… fuses BM25 with a dense strategy; give one (e.g. chunk+bm25:auto), "
             "or bm25 alone for BM25 only"
         )
-    return {**_dense(spec, bases, options), **lexical}
+    dense = _dense(spec, bases, options)
+    if {"scale", "scale_from"} & dense.keys() and dense.get("method") is None:
+        raise ConfigError(
+            f"strategy {spec}: scale:<doc|s> sets the extension scale; use it with an extension "
+            "(extend:<method>, late+extend:<method>)"
+        )
+    return {**dense, **lexical}
 
 
 def _dense(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any]) -> dict[str, Any]:
@@ -359,6 +379,43 @@ def _base(spec: str, name: str, arg: str) -> dict[str, Any]:
             raise ConfigError(f"strategy {spec}: {preset} sets no extension method")
         return {"policy": "extend", "method": method, "preset": preset}
     raise ConfigError(f"strategy {spec}: use extend:<method> ({', '.join(METHODS)}) or extend:<preset.toml>")
+
+
+def _scale(spec: str, arg: str) -> dict[str, Any]:
+    """``scale:doc`` (s from each document's length) or ``scale:<s>`` (a fixed s ≥ 1)."""
+    if arg == "doc":
+        return {"scale_from": "document"}
+    if arg.isascii() and arg.isdigit() and int(arg) >= 1:
+        return {"scale": int(arg)}
+    raise ConfigError(
+        f"strategy {spec}: use scale:doc (s = ceil(n / L_o) per document) or scale:<s> with s ≥ 1, "
+        f"not scale:{arg}"
+    )
+
+
+def _rescaled(extension: dict[str, Any], scale: int | None, scale_from: str | None) -> dict[str, Any]:
+    """``extension`` (a preset's, or a method's) with the scale of ``scale:<s>`` or ``scale:doc``:
+    any s it fixed goes, and so do the λ, g and w that are that s's defaults (the presets write
+    them out: ``ntk_lambda = ceil(1.25 s)``, ``se_group = s + 1``, ``se_window = L_o // s``), so they
+    follow the new s; values it sets otherwise stay."""
+    out = {key: value for key, value in extension.items() if key not in ("scale", "scale_from")}
+    original = extension.get("original_length")
+    fixed = extension.get("scale")
+    per_document = extension.get("scale_from") == "document"  # no fixed s: λ, g, w set by hand
+    if fixed is None and not per_document and original and "target_length" in extension:
+        fixed = max(1, math.ceil(extension["target_length"] / original))
+    if fixed is not None:
+        defaults = {"ntk_lambda": math.ceil(1.25 * fixed), "se_group": fixed + 1}
+        if original:
+            defaults["se_window"] = max(1, original // fixed)
+        for key, value in defaults.items():
+            if out.get(key) is not None and out[key] == value:
+                del out[key]
+    if scale is not None:
+        out["scale"] = scale
+    if scale_from is not None:
+        out["scale_from"] = scale_from
+    return out
 
 
 def _number(spec: str, part: str, arg: str, kind: type[int] | type[float], zero: bool = False) -> Any:

@@ -205,8 +205,8 @@ def test_every_mistake_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
     assert problems[0].startswith("index.gpu: Input should be 'auto', 'never' or 'always'")
     assert problems[1] == (
         "long_doc.extension.methd: unknown key; valid keys in [long_doc.extension]: method, "
-        "target_length, original_length, scale, ntk_lambda, se_group, se_window, attention_scaling, "
-        "tau, query_tau (did you mean 'method'?)"
+        "target_length, original_length, scale, scale_from, ntk_lambda, se_group, se_window, "
+        "attention_scaling, tau, query_tau (did you mean 'method'?)"
     )
     assert problems[2] == "long_doc.policy: Input should be 'chunk', 'pcw', 'truncate', 'extend' or 'late'"
     assert problems[3] == "model.batch_size: Input should be greater than or equal to 1"

@@ -162,3 +162,77 @@ def test_passages_set_bm25s_passage_size(spec, passages, dense):
     assert strategy.lexical_config().passage_terms == passages
     if dense is not None:
         assert strategy.dense == parse(dense) and strategy.dense.spec == dense
+
+
+def test_scale_modifier_sets_a_per_document_or_fixed_extension_scale():
+    per_document = parse("extend:ntk+scale:doc")
+    assert (per_document.scale_from, per_document.scale) == ("document", None)
+    extension = per_document.long_doc(4096).extension
+    assert (extension.method, extension.target_length, extension.scale_from) == ("ntk", 4096, "document")
+    assert extension.scale is None and extension.ntk_lambda is None
+    late = parse("late+extend:pi+scale:doc").long_doc(1024)
+    assert (late.policy, late.extension.method, late.extension.scale_from) == ("late", "pi", "document")
+    hybrid = parse("chunk:256+extend:gp+hybrid:0.3+scale:doc").long_doc(2048)
+    assert hybrid.hybrid is not None and hybrid.hybrid.document == "extend"
+    assert hybrid.extension.scale_from == "document"
+    fixed = parse("extend:pi+scale:4").long_doc(2048).extension
+    assert (fixed.scale, fixed.scale_from) == (4, "target")
+    assert "scale_from" not in fixed.model_dump()  # a fixed s records as before
+    assert parse("extend:ntk+scale:doc+bm25:0.3").dense == parse("extend:ntk+scale:doc")
+    assert parse("extend:pi").long_doc(2048) == parse("extend:pi").long_doc(2048)  # no modifier: as before
+    assert "scale_from" not in parse("extend:pi").long_doc(2048).extension.model_dump()
+
+
+@pytest.mark.parametrize("preset", ["gemma-ntk-8k.toml", "gemma-selfextend-8k.toml", "minilm-pi-4k.toml"])
+def test_scale_modifier_overrides_a_presets_scale(preset):
+    """A preset writes s (and λ, or g and w) out; scale:doc replaces s, and the λ, g, w that are s's
+    defaults go with it so they follow each document's s; the preset's other settings stay."""
+    spec = f"extend:{PRESETS / preset}"
+    original = parse(spec).long_doc(512).extension
+    assert original.scale is not None
+    per_document = parse(f"{spec}+scale:doc").long_doc(512)
+    extension = per_document.extension
+    assert (extension.scale, extension.scale_from) == (None, "document")
+    assert (extension.ntk_lambda, extension.se_group, extension.se_window) == (None, None, None)
+    assert (extension.method, extension.target_length, extension.original_length) == (
+        original.method,
+        original.target_length,
+        original.original_length,
+    )
+    assert per_document.max_tokens == original.target_length  # the preset's own length, as without
+    fixed = parse(f"{spec}+scale:2").long_doc(512).extension
+    assert (fixed.scale, fixed.scale_from, fixed.ntk_lambda, fixed.se_group) == (2, "target", None, None)
+    if original.method == "selfextend":
+        assert fixed.selfextend_params(original.original_length) == (1024, 3)  # L_o = 2,048, s = 2
+
+
+def test_scale_modifier_keeps_a_presets_own_lambda(tmp_path):
+    """λ, g or w a preset sets to something other than its s's defaults are the user's: they stay."""
+    preset = tmp_path / "ntk.toml"
+    preset.write_text(
+        '[long_doc]\npolicy = "extend"\n[long_doc.extension]\nmethod = "ntk"\ntarget_length = 4096\n'
+        "original_length = 512\nscale = 8\nntk_lambda = 3\n"
+    )
+    extension = parse(f"extend:{preset}+scale:doc").long_doc(None).extension
+    assert (extension.scale, extension.scale_from, extension.ntk_lambda) == (None, "document", 3)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("chunk+scale:doc", "scale:<doc|s> sets the extension scale; use it with an extension"),
+        ("pcw+scale:4", "scale:<doc|s> sets the extension scale"),
+        ("lmk:64+scale:doc", "scale:<doc|s> sets the extension scale"),
+        ("late+scale:doc", "scale:<doc|s> sets the extension scale"),
+        ("extend:pi+scale:doc+scale:2", "scale:… given twice"),
+        ("extend:pi+scale:0", r"use scale:doc \(s = ceil\(n / L_o\) per document\) or scale:<s> with s ≥ 1"),
+        ("extend:pi+scale:document", "or scale:<s> with s ≥ 1, not scale:document"),
+        ("extend:pi+scale:", "or scale:<s> with s ≥ 1, not scale:$"),
+        ("extend:pi+scale:-2", "not scale:-2"),
+        ("extend:pi+scale:1.5", "not scale:1.5"),
+    ],
+)
+def test_bad_scale_modifiers_are_one_line_errors(spec, message):
+    with pytest.raises(ConfigError, match=message) as caught:
+        parse(spec)
+    assert "\n" not in str(caught.value)

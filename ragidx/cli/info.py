@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from ragidx.index.directory import Index
 
 
-
 @handle_errors
 def info_command(
     index: Annotated[Path, typer.Argument(help="Index directory.")] = Path(DEFAULT_INDEX),
@@ -172,6 +171,8 @@ def _long_doc(manifest: Manifest) -> str:
         text += " (" if cfg.policy == "extend" else ", extension ("
         text += f"{ext.method} to {ext.target_length} tokens"
         details = {"s": ext.scale, "λ": ext.ntk_lambda, "g": ext.se_group, "w": ext.se_window}
+        if ext.per_document:
+            text += ", s per document = ceil(n / L_o)"
         text += "".join(f", {k}={v}" for k, v in details.items() if v is not None)
         text += ", attention scaling " + ("on" if ext.attention_scaling else "off") + ")"
     if ext.uses_tau:

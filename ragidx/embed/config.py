@@ -7,9 +7,16 @@ Importing this module loads pydantic only, so config files, ``ragidx --help``, `
 
 Extension defaults (the LongEmbed Table 6 hyper-parameters):
 
-``s = ceil(L_t / L_o)`` (the paper's fixed scale; the reference code's per-batch ``ceil(n / L_o)``
-is not used, so one document's positions do not depend on its batch). Defaults when a parameter is
-not given, reproducing Table 6 exactly for s = 2, 4, 8 and extending it by the same rule:
+``s = ceil(L_t / L_o)`` (the paper's fixed scale, ``scale_from = "target"``, the default; the
+reference code's per-batch ``ceil(n / L_o)`` is not used, so one document's positions do not depend
+on its batch). ``scale_from = "document"`` takes s from each document's own length instead:
+``s = ceil(n / L_o)`` with n its token count (special tokens included: the length of its extended
+pass), never from its batch or other documents, so a 1,000-token document is compressed by s = 2
+however large L_t is, and only documents near L_t by ``ceil(L_t / L_o)``; documents within L_o run
+the unmodified model either way. It cannot be combined with an explicit ``scale``, and it is
+recorded only when set, so manifests and embedding-cache keys of the default stay as they were.
+Defaults when a parameter is not given, reproducing Table 6 exactly for s = 2, 4, 8 and extending it
+by the same rule (with ``scale_from = "document"``: each document's own s):
 
 * NTK: ``λ = ceil(1.25 · s)`` → 3, 5, 10 for s = 2, 4, 8 (base 10,000 → 30,000 / 50,000 / 100,000);
 * SelfExtend: ``g = s + 1``, ``w = L_o / s`` → (3, 256), (5, 128), (9, 64) for L_o = 512 and
@@ -73,7 +80,6 @@ class EncoderConfig(BaseModel):
     document_prompt: str | None = Field(None, description="override the model's document prompt")
     trust_remote_code: bool = False
     backend: Backend = Field("torch", description="torch | onnx (CPU; see ragidx.embed.onnx)")
-
 
 
 # ---------------------------------------------------------------------------------- pooling
@@ -225,19 +231,21 @@ def _uses_renamed_rules(modes: object, placement: object) -> bool:
     return "mean_every" in names or ("lmk" in names and placement == "sentence")
 
 
-
 # -------------------------------------------------------------------------------- extension
 # The longest extended pass ragidx measures and supports: passkey and needle to 32,768 tokens; one
 # 32,768-token MiniLM pass with PI takes 546 MiB on a CPU (docs/extension.md). Time grows with the
 # square of the length. It is not the default target length: the scale s = ceil(L_t / L_o) is
 # fixed per index, so a longer L_t compresses the positions of every document, short ones too
-# (all-MiniLM-L6-v2, PI, passkey Acc@1 at 1,024 tokens: 82 with L_t 4,096, 56 with 32,768).
+# (all-MiniLM-L6-v2, PI, passkey Acc@1 at 1,024 tokens: 82 with L_t 4,096, 56 with 32,768), unless
+# ExtensionConfig.scale_from = "document" takes s from each document's own length.
 EXTEND_MAX_TOKENS = 32768
 EXTEND_TRADE_OFF = (
     "a longer one compresses every document's positions (all-MiniLM-L6-v2 with PI: passkey Acc@1 at "
     "1,024 tokens 82 with target_length 4,096, 56 with 32,768)"
 )
 Method = Literal["none", "pi", "gp", "rp", "ntk", "selfextend"]
+# target: s = ceil(L_t / L_o), one s per index; document: s = ceil(n / L_o) per document
+ScaleFrom = Literal["target", "document"]
 METHODS: tuple[str, ...] = ("pi", "gp", "rp", "ntk", "selfextend")
 APE_METHODS = ("pi", "gp", "rp")
 ROPE_METHODS = ("pi", "gp", "ntk", "selfextend")
@@ -252,6 +260,12 @@ class ExtensionConfig(BaseModel):
     target_length: int = Field(4096, ge=16, description="L_t: longest input in tokens, specials included")
     original_length: int | None = Field(None, ge=8, description="L_o (default: the model's window)")
     scale: int | None = Field(None, ge=1, description="s (default: ceil(L_t / L_o))")
+    scale_from: ScaleFrom = Field(
+        "target",
+        exclude_if=lambda value: value == "target",  # manifests without it read and fingerprint as before
+        description="where s comes from: target (ceil(L_t / L_o), one s per index) or document "
+        "(ceil(n / L_o) from each document's own length n); λ, g and w follow it unless given",
+    )
     ntk_lambda: float | None = Field(None, gt=0, description="NTK base multiplier λ (default ceil(1.25 s))")
     se_group: int | None = Field(None, ge=1, description="SelfExtend group size g (default s + 1)")
     se_window: int | None = Field(None, ge=1, description="SelfExtend neighbour window w (default L_o / s)")
@@ -266,15 +280,39 @@ class ExtensionConfig(BaseModel):
     def tau_for(self, role: str) -> float:
         return self.query_tau if role == "query" and self.query_tau is not None else self.tau
 
-    def scale_for(self, original_length: int) -> int:
-        return self.scale or max(1, math.ceil(self.target_length / original_length))
+    @model_validator(mode="after")
+    def _one_scale(self) -> ExtensionConfig:
+        if self.scale is not None and self.scale_from == "document":
+            raise ValueError(
+                f"scale = {self.scale} fixes s for every document, scale_from = 'document' takes s "
+                "from each document's length; give one of them"
+            )
+        return self
 
-    def ntk_factor(self, original_length: int) -> float:
-        return self.ntk_lambda or float(math.ceil(1.25 * self.scale_for(original_length)))
+    @property
+    def per_document(self) -> bool:
+        """True when s comes from each document's own length (``scale_from = "document"``)."""
+        return self.scale_from == "document"
 
-    def selfextend_params(self, original_length: int) -> tuple[int, int]:
-        """(w, g) for SelfExtend."""
-        s = self.scale_for(original_length)
+    def scale_for(self, original_length: int, length: int | None = None) -> int:
+        """s: the explicit ``scale``, else ``ceil(L_t / L_o)``; with ``scale_from = "document"`` and
+        an input of ``length`` tokens, ``ceil(length / L_o)`` (without ``length``: the largest s,
+        the one for ``L_t``)."""
+        if self.scale:
+            return self.scale
+        basis = length if self.per_document and length is not None else self.target_length
+        return max(1, math.ceil(basis / original_length))
+
+    def ntk_factor(self, original_length: int, scale: int | None = None) -> float:
+        """NTK's λ: the explicit ``ntk_lambda``, else ``ceil(1.25 s)`` for ``scale`` (default
+        :meth:`scale_for`)."""
+        s = self.scale_for(original_length) if scale is None else scale
+        return self.ntk_lambda or float(math.ceil(1.25 * s))
+
+    def selfextend_params(self, original_length: int, scale: int | None = None) -> tuple[int, int]:
+        """(w, g) for SelfExtend: the explicit ``se_window`` / ``se_group``, else ``L_o // s`` and
+        ``s + 1`` for ``scale`` (default :meth:`scale_for`)."""
+        s = self.scale_for(original_length) if scale is None else scale
         return self.se_window or max(1, original_length // s), self.se_group or s + 1
 
     def label(self) -> str:
@@ -409,5 +447,3 @@ class LongDocConfig(BaseModel):
         if mode == "late" and self.extension.method != "none":
             return f"late+{self.extension.label()}"
         return mode
-
-

@@ -98,3 +98,72 @@ def test_an_index_built_before_the_default_keeps_whole_window_chunks(
     assert index.manifest.long_doc.chunk_size is None and index.manifest.long_doc.chunk_size_from is None
     window = _chunk_lengths(index, "first.md")
     assert _chunk_lengths(index, "second.md") == window and max(window) > 48
+
+
+# ------------------------------------------------------------------- extension: scale_from
+def test_the_default_extension_scale_dumps_as_before() -> None:
+    """scale_from = "target" is not written: manifests, their fingerprints and embedding-cache keys
+    of every existing setting stay byte-identical."""
+    from ragidx.embed.config import ExtensionConfig
+
+    default = ExtensionConfig(method="pi", target_length=1024)
+    assert default.scale_from == "target" and not default.per_document
+    assert "scale_from" not in default.model_dump() and "scale_from" not in default.model_dump(mode="json")
+    assert "scale_from" not in ExtensionConfig(method="ntk", scale_from="target").model_dump()
+    long_doc = LongDocConfig(policy="extend", extension=default).model_dump(mode="json")
+    assert "scale_from" not in long_doc["extension"]
+    assert list(long_doc["extension"]) == [
+        "method",
+        "target_length",
+        "original_length",
+        "scale",
+        "ntk_lambda",
+        "se_group",
+        "se_window",
+        "attention_scaling",
+        "tau",
+        "query_tau",
+    ]
+    per_document = ExtensionConfig(method="pi", target_length=1024, scale_from="document")
+    dumped = per_document.model_dump(mode="json")
+    assert dumped["scale_from"] == "document" and per_document.per_document
+    assert ExtensionConfig.model_validate(dumped) == per_document
+
+
+def test_a_fixed_scale_and_a_per_document_scale_are_refused_together(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from ragidx.config import RagidxConfig
+    from ragidx.embed.config import ExtensionConfig
+    from ragidx.errors import ConfigError
+
+    with pytest.raises(ValidationError, match="scale = 4 fixes s for every document"):
+        ExtensionConfig(method="pi", scale=4, scale_from="document")
+    path = tmp_path / "both.toml"
+    path.write_text('[long_doc.extension]\nmethod = "pi"\nscale = 4\nscale_from = "document"\n')
+    with pytest.raises(ConfigError) as raised:
+        RagidxConfig.load(path)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{path}: long_doc.extension: ")
+    assert "scale_from = 'document' takes s from each document's length; give one of them" in message
+    path.write_text('[long_doc.extension]\nmethod = "pi"\nscale_from = "doc"\n')
+    with pytest.raises(
+        ConfigError, match="long_doc.extension.scale_from: Input should be 'target' or 'document'"
+    ):
+        RagidxConfig.load(path)
+
+
+def test_a_per_document_scale_round_trips_through_a_config_file(tmp_path: Path) -> None:
+    """The TOML of docs/extension.md loads, and its dump validates back to the same settings."""
+    from ragidx.config import RagidxConfig
+
+    path = tmp_path / "ragidx.toml"
+    path.write_text(
+        '[long_doc]\npolicy = "extend"\n\n[long_doc.extension]\nmethod = "ntk"\ntarget_length = 32768\n'
+        'scale_from = "document"\n'
+    )
+    config = RagidxConfig.load(path)
+    assert config.long_doc.extension.scale_from == "document"
+    assert RagidxConfig.model_validate(config.model_dump()).long_doc == config.long_doc
+    assert config.long_doc.extension.scale_for(2048) == 16  # without a length: the one for L_t
+    assert config.long_doc.extension.scale_for(2048, 3000) == 2

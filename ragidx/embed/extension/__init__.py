@@ -10,6 +10,11 @@
 :class:`Extension` binds a config to a loaded model. It is applied per forward pass and only to
 inputs longer than the original window: shorter inputs run the unmodified model (TempScale, when
 set, applies to every input). Weights on disk are never modified.
+
+The scale s is the index's ``ceil(L_t / L_o)`` (or the explicit ``scale``), or, with
+``scale_from = "document"``, ``ceil(n / L_o)`` for an input of n real tokens: extended inputs run one
+at a time, so it comes from that one input, never from its batch. Positions are built once per s
+and kept (:meth:`Extension.positions_for`), so PI tables and frequencies are computed once per s.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ from transformers import PreTrainedModel
 
 from ragidx.embed.config import ExtensionConfig
 from ragidx.embed.extension.ape import ApePositions, has_position_table, position_table
+from ragidx.embed.extension.ape import check_method as check_ape_method
 from ragidx.embed.extension.attention import (
     ATTN_IMPLEMENTATION,
     AttentionPlan,
     SelfExtendSpec,
     attention_plan,
 )
-from ragidx.embed.extension.rope import RopePositions
+from ragidx.embed.extension.rope import RopePositions, frequency_buffers
 from ragidx.errors import ModelError
 
 __all__ = ["Extension", "ExtensionConfig"]
@@ -43,14 +49,19 @@ class Extension:
         self.config = config
         self.model = model
         self.original_length = config.original_length or native_window
+        # the index's s; with scale_from = "document" the largest one, for an input of L_t tokens
         self.scale = config.scale_for(self.original_length)
-        self.positions: ApePositions | RopePositions | None = None
+        self.offset = offset
+        self.ape = config.method != "none" and has_position_table(model)
+        self._positions: dict[int, ApePositions | RopePositions] = {}
         if config.method != "none":
-            if has_position_table(model):
+            if self.ape:
+                check_ape_method(config.method)
                 _check_table(model, config, self.original_length, self.scale, offset)
-                self.positions = ApePositions(model, config.method, self.original_length, self.scale, offset)
             else:
-                self.positions = RopePositions(model, config, self.original_length, self.scale)
+                frequency_buffers(model, config.method)  # refuse a model or method that cannot serve
+            if not config.per_document:
+                self.positions_for(self.scale)
         needs_attention = config.method == "selfextend" or config.attention_scaling or config.uses_tau
         if needs_attention and (config.method != "none" or config.uses_tau):
             try:
@@ -68,6 +79,30 @@ class Extension:
         """The longest input (tokens, special tokens included) this extension embeds in one pass."""
         return self.config.target_length if self.config.method != "none" else self.original_length
 
+    def scale_of(self, length: int) -> int:
+        """s for an input of ``length`` real tokens: the index's, or with ``scale_from =
+        "document"`` ``ceil(length / L_o)``."""
+        return self.config.scale_for(self.original_length, length)
+
+    def positions_for(self, scale: int) -> ApePositions | RopePositions:
+        """The positions (APE table / ids, RoPE frequencies) at ``scale``, built at first use and
+        kept: one object per distinct s."""
+        positions = self._positions.get(scale)
+        if positions is None:
+            if self.ape:
+                positions = ApePositions(
+                    self.model, self.config.method, self.original_length, scale, self.offset
+                )
+            else:
+                positions = RopePositions(self.model, self.config, self.original_length, scale)
+            self._positions[scale] = positions
+        return positions
+
+    @property
+    def scales(self) -> tuple[int, ...]:
+        """The scales whose positions are built so far."""
+        return tuple(sorted(self._positions))
+
     @contextlib.contextmanager
     def forward_kwargs(
         self, input_ids: torch.Tensor, lengths: torch.Tensor, role: str
@@ -75,30 +110,41 @@ class Extension:
         """Extra forward arguments and the model state for one batch (see the module docstring)."""
         tau = self.config.tau_for(role)
         longest = int(input_ids.shape[1])
-        if longest <= self.original_length or self.positions is None:
+        per_document = self.config.per_document
+        if longest <= self.original_length or self.config.method == "none":
             plan = AttentionPlan(tau=tau) if tau != 1.0 else None
             with attention_plan(plan):
                 yield {}
             return
         if input_ids.shape[0] != 1:
             raise ValueError("extended inputs are embedded one at a time")
-        kwargs: dict[str, torch.Tensor] = {
-            "position_ids": self.positions.position_ids(longest, input_ids.device)
-        }
+        # the input's real length (a batch of one is never padded by the Encoder; it would be here)
+        length = int(lengths[0]) if per_document else longest
+        if length <= self.original_length:
+            plan = AttentionPlan(tau=tau) if tau != 1.0 else None
+            with attention_plan(plan):
+                yield {}
+            return
+        scale = self.scale_of(length)
+        positions = self.positions_for(scale)
+        position_ids = positions.position_ids(length, input_ids.device)
+        if length < longest:  # a padded tail, masked: any id the table holds will do
+            position_ids = torch.cat([position_ids, position_ids[:, -1:].expand(1, longest - length)], 1)
+        kwargs: dict[str, torch.Tensor] = {"position_ids": position_ids}
         if self._takes_token_types:
             kwargs["token_type_ids"] = torch.zeros_like(input_ids)
         self_extend = None
         if self.config.method == "selfextend":
-            assert isinstance(self.positions, RopePositions)
-            window, group = self.config.selfextend_params(self.original_length)
-            self_extend = SelfExtendSpec(window=window, group=group, rotate=self.positions.rotations())
+            assert isinstance(positions, RopePositions)
+            window, group = self.config.selfextend_params(self.original_length, scale)
+            self_extend = SelfExtendSpec(window=window, group=group, rotate=positions.rotations())
         plan = AttentionPlan(
             tau=tau,
             original_length=self.original_length if self.config.attention_scaling else None,
             lengths=lengths,
             self_extend=self_extend,
         )
-        with self.positions.applied(), attention_plan(plan):
+        with positions.applied(), attention_plan(plan):
             yield kwargs
 
 

@@ -62,14 +62,18 @@ def position_ids(method: str, length: int, original_length: int, scale: int) -> 
     return pid
 
 
+def check_method(method: str) -> None:
+    """Refuse (ValueError) a method that is not one for absolute position tables."""
+    if method not in ("pi", "gp", "rp"):
+        raise ValueError(f"{method!r} is not an extension for absolute position tables (use pi, gp or rp)")
+
+
 class ApePositions:
-    """GP / RP / PI for one model's ``embeddings.position_embeddings``."""
+    """GP / RP / PI at one scale ``s`` for one model's ``embeddings.position_embeddings`` (a
+    per-document scale keeps one per distinct s, see :class:`ragidx.embed.extension.Extension`)."""
 
     def __init__(self, model: torch.nn.Module, method: str, original_length: int, scale: int, offset: int):
-        if method not in ("pi", "gp", "rp"):
-            raise ValueError(
-                f"{method!r} is not an extension for absolute position tables (use pi, gp or rp)"
-            )
+        check_method(method)
         self.method = method
         self.original_length = original_length
         self.scale = scale

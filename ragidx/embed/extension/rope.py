@@ -52,38 +52,46 @@ def ntk_frequencies(inv_freq: torch.Tensor, factor: float) -> torch.Tensor:
     return (inv_freq.double() * factor ** (-exponents)).to(inv_freq.dtype)
 
 
+def frequency_buffers(model: torch.nn.Module, method: str) -> list[tuple[torch.nn.Module, str, str | None]]:
+    """(module, buffer name, layer type or None) for every frequency buffer ``method`` extends
+    (sliding-window layer types are left alone); a one-line ModelError for a method that is not one
+    for rotary positions, or a model without rotary buffers."""
+    if method not in ("pi", "gp", "ntk", "selfextend"):
+        raise ModelError(f"{method!r} is not an extension for rotary positions (pi, gp, ntk, selfextend)")
+    buffers: list[tuple[torch.nn.Module, str, str | None]] = []
+    for module in model.modules():
+        for name, _ in list(module.named_buffers(recurse=False)):
+            if not name.endswith("inv_freq") or name.endswith("original_inv_freq"):
+                continue
+            layer_type = None if name == "inv_freq" else name.removesuffix("_inv_freq")
+            if layer_type is not None and "sliding" in layer_type:
+                continue
+            buffers.append((module, name, layer_type))
+    if not buffers:
+        raise ModelError(f"{type(model).__name__}: no rotary position embeddings found to extend")
+    return buffers
+
+
 class RopePositions:
-    """PI / NTK / GP / SelfExtend rotations for one model's rotary embeddings."""
+    """PI / NTK / GP / SelfExtend rotations at one scale ``s`` for one model's rotary embeddings
+    (a per-document scale keeps one per distinct s, see :class:`ragidx.embed.extension.Extension`).
+    NTK's λ is ``config.ntk_factor`` for this s."""
 
     def __init__(self, model: torch.nn.Module, config: ExtensionConfig, original_length: int, scale: int):
-        if config.method not in ("pi", "gp", "ntk", "selfextend"):
-            raise ModelError(
-                f"{config.method!r} is not an extension for rotary positions (pi, gp, ntk, selfextend)"
-            )
         self.method = config.method
         self.scale = scale
-        # (module, buffer name, layer type or None) for every frequency buffer that is extended
-        self.buffers: list[tuple[torch.nn.Module, str, str | None]] = []
-        for module in model.modules():
-            for name, _ in list(module.named_buffers(recurse=False)):
-                if not name.endswith("inv_freq") or name.endswith("original_inv_freq"):
-                    continue
-                layer_type = None if name == "inv_freq" else name.removesuffix("_inv_freq")
-                if layer_type is not None and "sliding" in layer_type:
-                    continue
-                self.buffers.append((module, name, layer_type))
-        if not self.buffers:
-            raise ModelError(f"{type(model).__name__}: no rotary position embeddings found to extend")
+        self.buffers = frequency_buffers(model, config.method)
         self.original = {(id(m), n): getattr(m, n).detach().clone() for m, n, _ in self.buffers}
         self.rotary_modules = list({id(m): m for m, _, _ in self.buffers}.values())
         self.extended_types = {layer_type for _, _, layer_type in self.buffers}
         self.extended: dict[tuple[int, str], torch.Tensor] = {}
+        factor = config.ntk_factor(original_length, scale)  # λ for this s (or the explicit one)
         for module, name, _ in self.buffers:
             inv = self.original[(id(module), name)]
             if self.method == "pi":
                 self.extended[(id(module), name)] = inv / scale
             elif self.method == "ntk":
-                self.extended[(id(module), name)] = ntk_frequencies(inv, config.ntk_factor(original_length))
+                self.extended[(id(module), name)] = ntk_frequencies(inv, factor)
 
     def position_ids(self, length: int, device: torch.device) -> torch.Tensor:
         """The model's position ids: always ``0 … n−1`` (GP groups them inside the rotary module,

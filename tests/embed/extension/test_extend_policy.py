@@ -178,3 +178,38 @@ def test_pi_with_a_scale_short_of_the_target_length_is_a_one_line_error(
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.startswith("error: extension.scale = 2 is too small for pi")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_per_document_scale_is_recorded_applied_and_shown(tmp_path: Path, tiny_model: Path) -> None:
+    """scale_from = "document" through ingest: the manifest records it (the default records
+    nothing), the reopened index's encoder applies it, ragidx info says so, and a document's vector
+    is the one its own s gives (≈100 tokens: s = 2, not ceil(256 / 64) = 4)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "mid.txt").write_text(long_text(80, seed=1))
+    ingest(docs, tmp_path / "ix", _extend(tiny_model, method="gp", scale_from="document"))
+    ingest(docs, tmp_path / "fixed", _extend(tiny_model, method="gp"))
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    assert manifest["long_doc"]["extension"]["scale_from"] == "document"
+    default = json.loads((tmp_path / "fixed" / "manifest.json").read_text())
+    assert "scale_from" not in default["long_doc"]["extension"]
+    index = Index.open(tmp_path / "ix")
+    assert index.manifest.long_doc.extension.scale_from == "document"
+    assert index.encoder.extension is not None and index.encoder.extension.config.per_document
+    from ragidx.cli.info import _long_doc
+
+    assert _long_doc(index.manifest) == (
+        "extend (gp to 256 tokens, s per document = ceil(n / L_o), attention scaling on)"
+    )
+    doc = index.store.document("mid.txt")
+    assert doc.embed_mode == "extend:gp" and 64 < doc.n_tokens + 2 <= 128
+    fixed = Index.open(tmp_path / "fixed")
+    stored, target = (ix.reconstruct(ix.vector_ids("mid.txt")[0])[0] for ix in (index, fixed))
+    own = Encoder(
+        EncoderConfig(model=str(tiny_model), device="cpu"),
+        extension=ExtensionConfig(method="gp", target_length=128, scale=2),
+    )
+    tokens = own.tokenize(doc.text, "document")
+    expected = own.embed_windows([own.window(tokens, 0, len(tokens))])[0]
+    np.testing.assert_allclose(stored, expected, atol=1e-5)
+    assert np.abs(stored - target).max() > 1e-4  # the index-wide s = 4 gives another vector
