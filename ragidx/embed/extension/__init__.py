@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import torch
@@ -41,6 +42,8 @@ from ragidx.errors import ModelError
 
 __all__ = ["Extension", "ExtensionConfig"]
 
+KEPT_SCALES = 4  # positions kept for this many scales (scale_from = "document"), the last used
+
 
 class Extension:
     """An :class:`ExtensionConfig` applied to one loaded model with original window ``L_o``."""
@@ -53,7 +56,7 @@ class Extension:
         self.scale = config.scale_for(self.original_length)
         self.offset = offset
         self.ape = config.method != "none" and has_position_table(model)
-        self._positions: dict[int, ApePositions | RopePositions] = {}
+        self._positions: OrderedDict[int, ApePositions | RopePositions] = OrderedDict()
         if config.method != "none":
             if self.ape:
                 check_ape_method(config.method)
@@ -86,7 +89,9 @@ class Extension:
 
     def positions_for(self, scale: int) -> ApePositions | RopePositions:
         """The positions (APE table / ids, RoPE frequencies) at ``scale``, built at first use and
-        kept: one object per distinct s."""
+        kept for the :data:`KEPT_SCALES` scales used last: a PI table has L_o · s rows, so keeping
+        every s of MiniLM to 32k (2 … 64) would hold 1.6 GB; rebuilding one takes about 0.1 s,
+        against seconds for the extended pass that needs it."""
         positions = self._positions.get(scale)
         if positions is None:
             if self.ape:
@@ -96,6 +101,9 @@ class Extension:
             else:
                 positions = RopePositions(self.model, self.config, self.original_length, scale)
             self._positions[scale] = positions
+            while len(self._positions) > KEPT_SCALES:
+                self._positions.popitem(last=False)
+        self._positions.move_to_end(scale)
         return positions
 
     @property

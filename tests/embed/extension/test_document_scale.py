@@ -263,6 +263,12 @@ def test_positions_are_built_lazily_and_once_per_scale(monkeypatch: pytest.Monke
         extended(ext, token_ids(n))
     assert built == [3, 2, 7] and ext.scales == (2, 3, 7)
     assert ext.positions_for(3) is ext.positions_for(3)
+    # at most KEPT_SCALES are kept, the least recently used goes first
+    for n in (700, 800):
+        extended(ext, token_ids(n))
+    assert built == [3, 2, 7, 11, 13] and ext.scales == (3, 7, 11, 13)  # 2: used least recently
+    extended(ext, token_ids(150))
+    assert built == [3, 2, 7, 11, 13]  # 3 was kept
     # the default builds the index's s up front, once
     built.clear()
     fixed = Extension(model, ExtensionConfig(method="ntk", target_length=TARGET), native_window=L_O)
