@@ -354,8 +354,10 @@ def _why_cut(long_doc: LongDocConfig) -> str:
     if long_doc.policy == "extend":
         one_pass = f"extend:{extension.method} reads one pass of at most {target:,} tokens (target_length)"
         if target < EXTEND_MAX_TOKENS:
+            # with s per document a longer target costs shorter documents nothing
+            trade_off = "" if extension.scale_from == "document" else f", and {EXTEND_TRADE_OFF}"
             return (
-                f"{one_pass}, and {EXTEND_TRADE_OFF}; {new} with {every}, or with --target-length N "
+                f"{one_pass}{trade_off}; {new} with {every}, or with --target-length N "
                 f"(up to {EXTEND_MAX_TOKENS}) to read longer documents whole"
             )
         return (

@@ -324,6 +324,13 @@ def test_an_ingest_that_cuts_documents_says_so_in_one_line(tmp_path: Path, tiny_
     assert "a longer one compresses every document's positions" in line  # why it is not the default
     assert "ingest into a new index with --long-doc chunk" in line
     assert "--target-length N (up to 32768) to read longer documents whole" in line
+    # with s per document a longer target compresses nothing shorter: no trade-off to name
+    per_document = ["--strategy", "extend:pi+scale:doc", "--max-tokens", "128"]
+    scaled = runner.invoke(app, [*base, "-i", str(tmp_path / "per-document"), *per_document])
+    assert scaled.exit_code == 0, scaled.output
+    (line,) = _warnings(scaled.stderr)
+    assert "extend:pi reads one pass of at most 128 tokens (target_length); ingest into a new" in line
+    assert "compresses" not in line and "--target-length N (up to 32768)" in line
 
     whole = runner.invoke(app, [*base, "-i", str(tmp_path / "chunk"), "--json"])
     assert whole.exit_code == 0 and _warnings(whole.stderr) == []  # chunking cuts nothing
