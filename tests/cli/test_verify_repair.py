@@ -4,29 +4,13 @@ prints, JSON."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.ingestion.pipeline import ingest
-from tests.conftest import tiny_config, write_docs
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def sound(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
-    root = tmp_path_factory.mktemp("cli-repair")
-    ingest(write_docs(root / "docs", 3), root / "ix", tiny_config(tiny_model))
-    return root / "ix"
-
-
-@pytest.fixture()
-def index(sound: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(sound, tmp_path / "ix"))
 
 
 def _truncate(path: Path) -> None:

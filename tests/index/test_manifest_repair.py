@@ -23,7 +23,7 @@ from ragidx.index.lock import LOCK_NAME
 from ragidx.index.manifest import BACKUP_NAME, MANIFEST_NAME, Manifest
 from ragidx.index.verify import repair, verify
 from ragidx.ingestion.pipeline import ingest
-from tests.conftest import tiny_config, write_docs
+from tests.conftest import tiny_config
 
 DOC_IDS = [f"doc-{i:02d}.txt" for i in range(4)]
 QUERIES = ["Document 1.", "Document 3. river", "stone light"]
@@ -56,19 +56,6 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "checksum": _checksum,
     "deleted": _delete,
 }
-
-
-@pytest.fixture(scope="module")
-def sound(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
-    root = tmp_path_factory.mktemp("manifest-repair")
-    ingest(write_docs(root / "docs", 4), root / "ix", tiny_config(tiny_model))
-    return root
-
-
-@pytest.fixture()
-def built(sound: Path, tmp_path: Path) -> Path:
-    shutil.copytree(sound / "docs", tmp_path / "docs")
-    return Path(shutil.copytree(sound / "ix", tmp_path / "ix"))
 
 
 def _results(directory: Path, encoder: Encoder) -> list[list[tuple[str, float]]]:

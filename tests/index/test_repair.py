@@ -22,19 +22,6 @@ DOC_IDS = [f"doc-{i:02d}.txt" for i in range(4)]
 REPAIR_HINT = "ragidx verify --repair"
 
 
-@pytest.fixture(scope="module")
-def sound(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
-    root = tmp_path_factory.mktemp("repair")
-    ingest(write_docs(root / "docs", 4), root / "ix", tiny_config(tiny_model))
-    return root
-
-
-@pytest.fixture()
-def built(sound: Path, tmp_path: Path) -> Path:
-    shutil.copytree(sound / "docs", tmp_path / "docs")
-    return Path(shutil.copytree(sound / "ix", tmp_path / "ix"))
-
-
 def _file(directory: Path, prefix: str) -> Path:
     return next(p for p in directory.iterdir() if p.name.startswith(prefix))
 
