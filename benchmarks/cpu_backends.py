@@ -19,8 +19,11 @@ Rows (``--systems`` picks some; all by default):
   attention products included, and the embedding Gathers);
 * ``fastembed``: ``TextEmbedding`` with ``specific_model_path`` on a local folder holding the same
   ``model.onnx`` and the model's tokenizer (offline: nothing is downloaded);
-* diagnostics (``--diagnostics``): ``ragidx-float32-b16k`` (ragidx with ``max_batch_tokens``
-  16384, i.e. plain batches of ``--batch-size``) and ``st-torch-own-msl`` (sentence-transformers at
+* ``<ragidx row>@<N>``: that ragidx row with ``max_batch_tokens`` N instead of the default (e.g.
+  ``ragidx-onnx-int8@16384``: plain batches of ``--batch-size`` for these passages), the batch
+  sweep that decides the CPU default;
+* diagnostics (``--diagnostics``): ``ragidx-float32-b16k`` (``ragidx-float32@16384`` by its older
+  name) and ``st-torch-own-msl`` (sentence-transformers at
   the folder's own ``max_seq_length``, 256 for all-MiniLM-L6-v2: it truncates longer texts and so
   embeds fewer tokens, counted as it embeds them).
 
@@ -94,6 +97,7 @@ class Row:
     cpu: list[float] = field(default_factory=list)
     vectors: np.ndarray | None = None
     tokens: int = 0
+    settings: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})  # ragidx rows: how to rebuild them
 
 
 # ----------------------------------------------------------------------------- texts
@@ -138,7 +142,22 @@ def ragidx_row(name: str, model: str, batch: int, **settings: Any) -> Row:
         return out
 
     note = f"precision {encoder.precision}, max_batch_tokens {encoder.max_batch_tokens}"
-    return Row(name, lambda texts: encoder.embed(texts, role="document")[0], counts, note)
+    row = Row(name, lambda texts: encoder.embed(texts, role="document")[0], counts, note)
+    row.settings = ((model, batch), settings)
+    return row
+
+
+def _with_budget(factory: Callable[[], Row | str], name: str, budget: int) -> Callable[[], Row | str]:
+    """A ragidx row's factory with ``max_batch_tokens = budget``: the row is rebuilt from its
+    encoder's settings under the new name."""
+
+    def make() -> Row | str:
+        made = factory()
+        if isinstance(made, str):
+            return made
+        return ragidx_row(name, *made.settings[0], **{**made.settings[1], "max_batch_tokens": budget})
+
+    return make
 
 
 def _ort_auto_model(path: Path, config: Any, threads: int) -> Any:
@@ -409,6 +428,10 @@ def run_model(model_arg: str, args: argparse.Namespace, wanted: list[str]) -> tu
         ),
         "fastembed": lambda: fastembed_row(folder.path, onnx_dir, prompt, b, torch.get_num_threads()),
     }
+    for name in wanted:  # <ragidx row>@<max_batch_tokens>
+        base, at, budget = name.partition("@")
+        if at and base in factories and base.startswith("ragidx-"):
+            factories[name] = _with_budget(factories[base], name, int(budget))
     rows: list[Row] = []
     skipped: dict[str, str] = {}
     st_wanted = {w for w in wanted if w.startswith("st-")}
@@ -478,7 +501,15 @@ def main(argv: list[str] | None = None) -> int:
     wanted = list(SYSTEMS + (DIAGNOSTICS if args.diagnostics else ()))
     if args.systems:
         wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
-        unknown = set(wanted) - set(SYSTEMS + DIAGNOSTICS)
+        known = set(SYSTEMS + DIAGNOSTICS)
+        unknown = {
+            w
+            for w in wanted
+            if w not in known
+            and not (
+                w.partition("@")[0] in known and w.startswith("ragidx-") and w.partition("@")[2].isdigit()
+            )
+        }
         if unknown:
             parser.error(f"unknown systems {sorted(unknown)}")
     started = time.perf_counter()

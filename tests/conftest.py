@@ -25,6 +25,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# dtype auto is bfloat16 on an AMX CPU; tests compare against float32 references on any machine
+# (tests/embed/test_encoder.py tests the rule itself; RAGIDX_CPU_BFLOAT16=1 runs the suite in bfloat16)
+os.environ.setdefault("RAGIDX_CPU_BFLOAT16", "0")
 
 TINY_WINDOW = 64
 FILLER_WORDS = ("river", "stone", "light", "window", "garden", "paper", "music", "winter", "orange", "harbor")

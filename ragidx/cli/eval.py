@@ -189,8 +189,8 @@ def eval_command(
     dtype: Annotated[
         DType,
         typer.Option(
-            help="Weights and activations: auto is float32 on CPU, bfloat16 on CUDA; int8 needs "
-            "--backend onnx."
+            help="Weights and activations: auto is bfloat16 on CUDA and on an AMX CPU, else "
+            "float32; int8 needs --backend onnx."
         ),
     ] = DType.auto,
     backend: Annotated[

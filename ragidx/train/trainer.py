@@ -152,6 +152,7 @@ def _encoder_config(config: TrainConfig) -> EncoderConfig:
     return EncoderConfig(
         model=config.model,
         device=config.device,
+        dtype="float32",  # the optimiser updates float32 weights (auto would be bfloat16 on an AMX CPU)
         pooling=(config.pooling,),
         landmark_every=config.granularities()[0] if lmk else None,
         landmark_placement=config.landmark_placement if lmk else None,

@@ -11,7 +11,7 @@ import torch
 from ragidx.embed.config import EncoderConfig
 from ragidx.embed.encoder import Encoder, Window
 from ragidx.errors import ModelError
-from tests.conftest import TINY_WINDOW, long_text
+from tests.conftest import EXAMPLES, TINY_WINDOW, long_text
 
 TEXTS = [
     "How do honeybees tell each other where the flowers are?",
@@ -36,6 +36,19 @@ def test_default_model_matches_sentence_transformers(default_encoder: Encoder) -
     assert truncated == 0
     assert ours.shape == (len(TEXTS), 384)
     assert np.min(np.sum(ours * theirs, axis=1)) > 0.9999
+
+
+def test_bfloat16_holds_the_quality_bar_on_real_text(default_encoder: Encoder) -> None:
+    """bfloat16 (dtype auto on an AMX CPU) keeps cosine >= 0.99 to float32 on real passages, with and
+    without padding in the batch (issue 27's bar; measured: 0.9999)."""
+    texts = [p.read_text(encoding="utf-8")[:1500] for p in sorted(EXAMPLES.glob("*.md"))]
+    texts += [
+        p.read_text(encoding="utf-8", errors="replace")[:400] for p in sorted(EXAMPLES.glob("*.txt"))
+    ] + TEXTS
+    bf16 = Encoder(EncoderConfig(device="cpu", dtype="bfloat16"))
+    assert bf16.precision == "bfloat16" and default_encoder.precision == "float32"
+    ours, theirs = bf16.embed(texts)[0], default_encoder.embed(texts)[0]
+    assert np.min(np.sum(ours * theirs, axis=1)) >= 0.99
 
 
 def test_st_folder_with_prompts_cls_dense_matches_sentence_transformers(tiny_st_model: Path) -> None:
@@ -142,6 +155,36 @@ def test_cuda_request_without_cuda_is_a_clear_error(tiny_model: Path) -> None:
         pytest.skip("a GPU is present")
     with pytest.raises(ModelError, match="CUDA is not available"):
         Encoder(EncoderConfig(model=str(tiny_model), device="cuda"))
+
+
+def test_auto_precision_is_bfloat16_on_an_amx_cpu_and_float32_elsewhere(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dtype auto on a CPU: bfloat16 where AMX and AVX512-BF16 are both there, float32 otherwise;
+    $RAGIDX_CPU_BFLOAT16 overrides the detection, an explicit dtype overrides both."""
+    from ragidx.embed import encoder as module
+    from ragidx.errors import ConfigError
+
+    monkeypatch.delenv(module.CPU_BFLOAT16_ENV, raising=False)
+    for amx, bf16, expected in ((True, True, True), (True, False, False), (False, True, False)):
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda bf16=bf16: bf16)
+        assert module.cpu_bfloat16() is expected
+    auto = Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
+    assert auto.dtype == torch.float32 and auto.precision == "float32"  # (False, True): no AMX
+    monkeypatch.setenv(module.CPU_BFLOAT16_ENV, "1")
+    auto = Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
+    assert auto.dtype == torch.bfloat16 and auto.precision == "bfloat16"
+    assert next(auto.model.parameters()).dtype == torch.bfloat16
+    kept = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", dtype="float32"))
+    assert kept.dtype == torch.float32
+    # ONNX Runtime keeps a float32 torch model for the windows it leaves to torch
+    assert module._pick_dtype("auto", torch.device("cpu"), "onnx") == torch.float32
+    monkeypatch.setenv(module.CPU_BFLOAT16_ENV, "0")
+    assert module.cpu_bfloat16() is False
+    monkeypatch.setenv(module.CPU_BFLOAT16_ENV, "maybe")
+    with pytest.raises(ConfigError, match="RAGIDX_CPU_BFLOAT16 = 'maybe': use 1"):
+        module.cpu_bfloat16()
 
 
 def test_embedding_is_deterministic_and_normalised(tiny_encoder: Encoder) -> None:

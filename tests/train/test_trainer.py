@@ -74,6 +74,17 @@ def test_a_run_writes_a_model_ragidx_and_sentence_transformers_load(tmp_path: Pa
     assert np.allclose(st.encode(texts), after, atol=1e-5)
 
 
+def test_training_runs_float32_where_auto_would_be_bfloat16(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The optimiser updates float32 weights even on an AMX CPU (dtype auto: bfloat16 there)."""
+    from ragidx.train.trainer import _encoder_config
+
+    monkeypatch.setenv("RAGIDX_CPU_BFLOAT16", "1")
+    encoder = Encoder(_encoder_config(_config(tiny_model)))
+    assert encoder.dtype == torch.float32 and next(encoder.model.parameters()).dtype == torch.float32
+
+
 def test_an_lmk_model_is_loaded_with_its_landmarks(tmp_path: Path, tiny_model: Path) -> None:
     config = _config(tiny_model, pooling="lmk", landmark_every="variable")
     train(config, _pairs(tmp_path / "pairs.jsonl"), tmp_path / "out")
