@@ -155,7 +155,8 @@ class Records:
             self.done[key] = len(self.results.records)
             self.results.records.append(record)
         self.fresh.add(key)
-        write_results(self.out, self.results)
+        write_results(self.out, self.results)  # adds what another run wrote meanwhile
+        self.done = {r.key: i for i, r in enumerate(self.results.records)}
         self.progress.record(f"{task} · {spec}: {record.main_metric} {record.score:.1f}", done=True)
         return record
 

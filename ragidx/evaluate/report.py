@@ -12,9 +12,10 @@ copied from the spec §3.1) for reference.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -177,13 +178,39 @@ def read_results(folder: str | Path) -> EvalResults:
 
 
 def write_results(folder: str | Path, results: EvalResults) -> Path:
-    """Write ``results.json`` atomically (a reader never sees half a file)."""
+    """Write ``results.json`` atomically (a reader never sees half a file), keeping what another run
+    wrote there since ``results`` was read: two ``ragidx eval`` commands may share an output folder
+    (a long grid beside a short one). Under a lock on ``.results.lock`` the file on disk is read
+    again and its records whose key ``results`` lacks, and its commands, are added to ``results``
+    (in place, so the caller keeps them for its next write); a record both hold is ``results``'s."""
     path = Path(folder) / RESULTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{RESULTS_FILE}.tmp")
-    temporary.write_text(results.model_dump_json(indent=1), encoding="utf-8")
-    os.replace(temporary, path)
+    with _locked(path.with_name(".results.lock")):
+        if path.is_file():
+            on_disk = read_results(folder)
+            known = {r.key for r in results.records}
+            results.records.extend(r for r in on_disk.records if r.key not in known)
+            results.commands.extend(c for c in on_disk.commands if c not in results.commands)
+        temporary = path.with_name(f".{RESULTS_FILE}.{os.getpid()}.tmp")
+        temporary.write_text(results.model_dump_json(indent=1), encoding="utf-8")
+        os.replace(temporary, path)
     return path
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (POSIX ``flock``; where there is none, no lock)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: writes are still atomic, a race may drop a record
+        yield
+        return
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def model_names(models: Iterable[str]) -> dict[str, str]:

@@ -236,3 +236,24 @@ def test_bm25_rows_compare_each_hybrid_with_its_two_parts(tmp_path: Path) -> Non
     assert "| bm25 ★ | 0.0 |" in tradeoff and "(no encoder)" in tradeoff
     written = write_plots(EvalResults(records=records), tmp_path)  # BM25 has no place on a log axis
     assert any(p.name.endswith("__tradeoff.png") for p in written)
+
+
+def test_two_runs_writing_one_folder_keep_each_others_records(tmp_path: Path) -> None:
+    """Two ragidx eval commands on one --out: each read results.json before the other wrote; a
+    write keeps the other's records and commands, and a record both hold is the writer's."""
+    from ragidx.evaluate.report import read_results, write_results
+
+    write_results(tmp_path, EvalResults(records=[_record("chunk", {256: 50.0}, 1.0)], commands=["start"]))
+    first, second = read_results(tmp_path), read_results(tmp_path)  # both commands start
+    first.records.append(_record("pcw", {256: 60.0}, 1.0))
+    first.commands.append("first")
+    write_results(tmp_path, first)
+    second.records.append(_record("truncate", {256: 70.0}, 1.0))
+    second.records[0] = _record("chunk", {256: 55.0}, 1.0)  # recomputed (--force) by the second
+    second.commands.append("second")
+    write_results(tmp_path, second)
+    on_disk = read_results(tmp_path)
+    assert {r.strategy: r.score for r in on_disk.records} == {"chunk": 55.0, "pcw": 60.0, "truncate": 70.0}
+    assert on_disk.commands == ["start", "second", "first"]
+    assert [r.strategy for r in second.records] == ["chunk", "truncate", "pcw"]  # the caller keeps it
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".results.lock", "results.json"]
