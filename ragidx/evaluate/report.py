@@ -180,12 +180,12 @@ def read_results(folder: str | Path) -> EvalResults:
 def write_results(folder: str | Path, results: EvalResults) -> Path:
     """Write ``results.json`` atomically (a reader never sees half a file), keeping what another run
     wrote there since ``results`` was read: two ``ragidx eval`` commands may share an output folder
-    (a long grid beside a short one). Under a lock on ``.results.lock`` the file on disk is read
-    again and its records whose key ``results`` lacks, and its commands, are added to ``results``
-    (in place, so the caller keeps them for its next write); a record both hold is ``results``'s."""
+    (a long grid beside a short one). Under a lock on the folder the file on disk is read again and
+    its records whose key ``results`` lacks, and its commands, are added to ``results`` (in place,
+    so the caller keeps them for its next write); a record both hold is ``results``'s."""
     path = Path(folder) / RESULTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.with_name(".results.lock")):
+    with _locked(path.parent):
         if path.is_file():
             on_disk = read_results(folder)
             known = {r.key for r in results.records}
@@ -198,19 +198,20 @@ def write_results(folder: str | Path, results: EvalResults) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (POSIX ``flock``; where there is none, no lock)."""
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``folder`` itself (POSIX ``flock`` on the directory, so no lock
+    file is left in the results; where there is none, no lock)."""
     try:
         import fcntl
     except ImportError:  # Windows: writes are still atomic, a race may drop a record
         yield
         return
-    with open(path, "a+b") as handle:
+    handle = os.open(folder, os.O_RDONLY)
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
 
 
 def model_names(models: Iterable[str]) -> dict[str, str]:

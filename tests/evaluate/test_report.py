@@ -256,4 +256,26 @@ def test_two_runs_writing_one_folder_keep_each_others_records(tmp_path: Path) ->
     assert {r.strategy: r.score for r in on_disk.records} == {"chunk": 55.0, "pcw": 60.0, "truncate": 70.0}
     assert on_disk.commands == ["start", "second", "first"]
     assert [r.strategy for r in second.records] == ["chunk", "truncate", "pcw"]  # the caller keeps it
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".results.lock", "results.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # the lock is the folder's
+
+
+def test_a_results_write_waits_for_the_lock_on_its_folder(tmp_path: Path) -> None:
+    """Another process holding the folder's lock holds the write back until it lets go."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    from ragidx.evaluate.report import read_results, write_results
+
+    handle = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    done = threading.Event()
+    results = EvalResults(records=[_record("chunk", {256: 1.0}, 1.0)])
+    writer = threading.Thread(target=lambda: (write_results(tmp_path, results), done.set()))
+    writer.start()
+    time.sleep(0.3)
+    assert not done.is_set() and not (tmp_path / "results.json").exists()
+    os.close(handle)
+    writer.join(5)
+    assert done.is_set() and [r.strategy for r in read_results(tmp_path).records] == ["chunk"]
