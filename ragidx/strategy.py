@@ -48,7 +48,6 @@ A spec is a base strategy with optional modifiers joined by ``+``:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,7 +55,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragidx.config import RagidxConfig
-from ragidx.embed.config import METHODS, EncoderConfig, LongDocConfig
+from ragidx.embed.config import METHODS, EncoderConfig, ExtensionConfig, LongDocConfig
 from ragidx.errors import ConfigError, describe_validation
 from ragidx.index.config import LexicalConfig
 
@@ -403,11 +402,13 @@ def _rescaled(extension: dict[str, Any], scale: int | None, scale_from: str | No
     fixed = extension.get("scale")
     per_document = extension.get("scale_from") == "document"  # no fixed s: λ, g, w set by hand
     if fixed is None and not per_document and original and "target_length" in extension:
-        fixed = max(1, math.ceil(extension["target_length"] / original))
+        fixed = ExtensionConfig(target_length=extension["target_length"]).scale_for(original)
     if fixed is not None:
-        defaults = {"ntk_lambda": math.ceil(1.25 * fixed), "se_group": fixed + 1}
+        rule = ExtensionConfig(scale=fixed)  # the defaults ExtensionConfig derives from s
+        defaults: dict[str, float] = {"ntk_lambda": rule.ntk_factor(original or 1)}
+        defaults["se_group"] = rule.selfextend_params(original or 1)[1]
         if original:
-            defaults["se_window"] = max(1, original // fixed)
+            defaults["se_window"] = rule.selfextend_params(original)[0]
         for key, value in defaults.items():
             if out.get(key) is not None and out[key] == value:
                 del out[key]
