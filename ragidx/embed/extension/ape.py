@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from ragidx.embed.config import APE_METHODS
+
 
 def has_position_table(model: torch.nn.Module) -> bool:
     embeddings = getattr(model, "embeddings", None)
@@ -64,7 +66,7 @@ def position_ids(method: str, length: int, original_length: int, scale: int) -> 
 
 def check_method(method: str) -> None:
     """Refuse (ValueError) a method that is not one for absolute position tables."""
-    if method not in ("pi", "gp", "rp"):
+    if method not in APE_METHODS:
         raise ValueError(f"{method!r} is not an extension for absolute position tables (use pi, gp or rp)")
 
 

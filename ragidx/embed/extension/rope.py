@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ragidx.embed.config import ExtensionConfig
+from ragidx.embed.config import ROPE_METHODS, ExtensionConfig
 from ragidx.embed.extension.attention import Rotate
 from ragidx.errors import ModelError
 
@@ -56,7 +56,7 @@ def frequency_buffers(model: torch.nn.Module, method: str) -> list[tuple[torch.n
     """(module, buffer name, layer type or None) for every frequency buffer ``method`` extends
     (sliding-window layer types are left alone); a one-line ModelError for a method that is not one
     for rotary positions, or a model without rotary buffers."""
-    if method not in ("pi", "gp", "ntk", "selfextend"):
+    if method not in ROPE_METHODS:
         raise ModelError(f"{method!r} is not an extension for rotary positions (pi, gp, ntk, selfextend)")
     buffers: list[tuple[torch.nn.Module, str, str | None]] = []
     for module in model.modules():
