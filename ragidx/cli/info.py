@@ -26,9 +26,10 @@ def info_command(
     ] = False,
     as_json: Json = False,
 ) -> None:
-    """Show how an index was built: model, pooling, long-document policy, FAISS factory, counts.
+    """Show how an index was built: model, precision, pooling, long-document policy, FAISS, counts.
 
-    The manifest's model (name, revision, weights fingerprint, dimension, window, prompts),
+    The manifest's model (name, revision, weights fingerprint, dimension, window, precision the
+    document vectors were computed in, prompts),
     long-document policy and extension, FAISS factory, documents per embed mode, and the ragidx
     version. --documents lists every document with its tokens and how it was embedded.
 
@@ -70,6 +71,7 @@ def _summary(manifest: Manifest, index: Path) -> None:
             ("fingerprint", enc.fingerprint),
             ("architecture", f"{enc.model_type}, window {enc.window} tokens"),
             ("dim", str(enc.dim)),
+            ("precision", enc.precision or "float32"),
             ("pooling", _pooling(enc.pooling)),
             ("prompts", f"query {enc.query_prompt!r}, document {enc.document_prompt!r}"),
             ("long documents", _long_doc(manifest)),

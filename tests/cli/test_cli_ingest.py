@@ -441,3 +441,19 @@ def test_quiet_ray_keeps_ray_info_logging_off_the_console(monkeypatch: pytest.Mo
     assert not shown(logging.INFO, "Starting execution of Dataset dataset_1")
     assert not shown(logging.WARNING, "Progress bars disabled. To enable, set …")  # ragidx draws its own
     assert shown(logging.WARNING, "Cluster resources are not enough to run any task")
+
+
+@pytest.mark.parametrize(("dtype", "shown"), [(None, "float32"), ("bfloat16", "bfloat16")])
+def test_info_shows_the_precision_of_the_vectors(
+    tmp_path: Path, tiny_model: Path, dtype: str | None, shown: str
+) -> None:
+    """ragidx info says what precision the document vectors were computed in (the manifest's
+    encoder.precision, absent for float32), so a user can see why two indexes of one model differ."""
+    docs = _docs(tmp_path / "docs")
+    config = tmp_path / "settings.toml"
+    config.write_text(f'[model]\ndtype = "{dtype}"\n' if dtype else "", encoding="utf-8")
+    args = ["ingest", str(docs), "-i", str(tmp_path / "ix"), "-m", str(tiny_model), "-q", "-c", str(config)]
+    assert (result := runner.invoke(app, args)).exit_code == 0, result.output
+    info = runner.invoke(app, ["info", str(tmp_path / "ix")])
+    assert info.exit_code == 0, info.output
+    assert _squeezed(f"precision{shown}") in _squeezed(info.stdout)
