@@ -8,7 +8,8 @@ for late passes and hybrid document vectors one key per document plan. A short d
 ``whole`` therefore has the same key under every strategy, ``truncate``, ``chunk`` and ``pcw``
 share the windows they have in common, and a rerun, an added strategy or a longer max length only
 embeds what is new. Rows are one vector each (key, ordinal, model, strategy, kind, content sha256,
-vector).
+vector). Two runs sharing the cache may both embed a text neither found and both write it: a key's
+rows are read as one vector per ordinal, the newest part's winning, never stacked twice.
 
 New rows are written as a new part file (``part-<time>-<random>.parquet``, written to a temporary
 name and renamed), so an interrupted run keeps every flushed part and never leaves a half file.
@@ -56,7 +57,7 @@ class EmbeddingCache:
         if self.root is None or model in self._loaded or not self.root.is_dir():
             self._loaded.add(model)
             return
-        rows: dict[str, list[tuple[int, np.ndarray]]] = {}
+        rows: dict[str, dict[int, np.ndarray]] = {}
         for part in sorted(self.root.glob("part-*.parquet")):
             try:
                 table = pq.read_table(
@@ -70,9 +71,9 @@ class EmbeddingCache:
             ordinals = table.column("ordinal").to_pylist()
             vectors = table.column("vector").to_pylist()
             for key, ordinal, vector in zip(keys, ordinals, vectors, strict=True):
-                rows.setdefault(key, []).append((ordinal, np.asarray(vector, dtype=np.float32)))
+                rows.setdefault(key, {})[ordinal] = np.asarray(vector, dtype=np.float32)
         for key, items in rows.items():
-            self._vectors[key] = np.stack([v for _, v in sorted(items, key=lambda item: item[0])])
+            self._vectors[key] = np.stack([items[ordinal] for ordinal in sorted(items)])
         self._loaded.add(model)
 
     def get(self, key: str) -> np.ndarray | None:

@@ -41,3 +41,20 @@ def test_a_damaged_part_is_named(tmp_path: Path) -> None:
 
 def test_keys_are_stable_and_order_free() -> None:
     assert make_key(a=1, b=[1, 2]) == make_key(b=[1, 2], a=1) != make_key(a=2, b=[1, 2])
+
+
+def test_a_key_two_runs_both_wrote_loads_as_one_vector_per_ordinal(tmp_path: Path) -> None:
+    # Two evaluations sharing the cache both miss a text, both embed it and both flush it.
+    written: dict[str, float] = {}
+    for value in (1.0, 2.0):
+        cache = EmbeddingCache(tmp_path)
+        cache.put("q", np.full((1, 4), value), model="m", strategy="query", kind="query", sha256="s")
+        cache.put("c", np.full((3, 4), value), model="m", strategy="chunk", kind="window", sha256="s")
+        part = cache.flush()
+        assert part is not None
+        written[part.name] = value
+    again = EmbeddingCache(tmp_path)
+    again.load("m")
+    newest = written[max(written)]  # parts are read in name order, the last one wins
+    np.testing.assert_array_equal(again.get("q"), np.full((1, 4), newest))
+    np.testing.assert_array_equal(again.get("c"), np.full((3, 4), newest))
