@@ -9,7 +9,8 @@ for late passes and hybrid document vectors one key per document plan. A short d
 share the windows they have in common, and a rerun, an added strategy or a longer max length only
 embeds what is new. Rows are one vector each (key, ordinal, model, strategy, kind, content sha256,
 vector). Two runs sharing the cache may both embed a text neither found and both write it: a key's
-rows are read as one vector per ordinal, the newest part's winning, never stacked twice.
+rows are read as one vector per ordinal, the last part in name order (time-stamped) winning,
+never stacked twice.
 
 New rows are written as a new part file (``part-<time>-<random>.parquet``, written to a temporary
 name and renamed), so an interrupted run keeps every flushed part and never leaves a half file.
