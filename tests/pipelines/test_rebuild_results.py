@@ -1,0 +1,108 @@
+"""pipelines/rebuild_results.py: which commands a folder with missing runs reruns, and the copy back."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script() -> ModuleType:
+    path = ROOT / "pipelines" / "rebuild_results.py"
+    spec = importlib.util.spec_from_file_location("rebuild_results", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rebuild_results"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+rebuild_results = _script()
+
+
+def _record(task: str, strategy: str, score: float) -> dict[str, Any]:
+    name = strategy.replace(":", "-").replace("+", "_").replace("|", "_")
+    return {
+        "task": task,
+        "model_fingerprint": "f",
+        "strategy": strategy,
+        "max_length": None,
+        "seed": 0,
+        "groups": [{"group": "all"}],
+        "score": score,
+        "run_file": f"runs/{task}__{name}.trec",
+    }
+
+
+COMMANDS = [
+    "ragidx eval --task qmsum --strategy chunk:256:0 --strategy late:256 --out results/x -q",
+    "ragidx eval --task passkey --select chunk:128:0,chunk:256:0 --data-dir ../shared/data --out results/x",
+]
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    records = [
+        _record("qmsum", "chunk:256:0", 50.0),
+        _record("qmsum", "late:256", 40.0),
+        _record("passkey", "select:chunk:128:0|chunk:256:0", 70.0),
+        _record("passkey", "chunk:128:0", 68.0),  # a --select candidate's own record
+        _record("needle", "pcw", 30.0),
+    ]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "qmsum__late-256.trec.gz").write_bytes(b"kept")  # gzipped counts as present
+    (tmp_path / "results.json").write_text(json.dumps({"records": records, "commands": COMMANDS}))
+    return tmp_path
+
+
+def test_plan_reruns_only_commands_naming_a_missing_run(folder: Path) -> None:
+    commands, orphans = rebuild_results.plan(folder)
+    assert [c.argv[3] for c in commands] == ["qmsum", "passkey"]
+    assert [m.strategy for m in commands[0].produces] == ["chunk:256:0"]
+    assert [m.strategy for m in commands[1].produces] == ["select:chunk:128:0|chunk:256:0", "chunk:128:0"]
+    assert [o.task for o in orphans] == ["needle"]
+
+
+def test_rebuild_copies_the_runs_and_checks_scores(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seen: list[list[str]] = []
+
+    def fake_eval(argv: list[str]) -> int:
+        seen.append(argv)
+        out = Path(argv[argv.index("--out") + 1])
+        assert "results/x" not in argv  # the committed folder is never the output
+        task = argv[argv.index("--task") + 1]
+        score = {"qmsum": 50.01, "passkey": 69.0}[task]  # passkey drifts by a point
+        strategy = "chunk:256:0" if task == "qmsum" else "select:chunk:128:0|chunk:256:0"
+        record = _record(task, strategy, score)
+        (out / "runs").mkdir(parents=True)
+        (out / record["run_file"]).write_text(f"{task} run\n")
+        (out / "results.json").write_text(json.dumps({"records": [record], "commands": []}))
+        return 0
+
+    status = rebuild_results.rebuild(folder, data_dir="/data", runner=fake_eval)
+    assert status == 1  # the orphan, the drifting score, and a candidate the fake did not write
+    assert (folder / "runs" / "qmsum__chunk-256-0.trec").read_text() == "qmsum run\n"
+    assert (folder / "runs" / "passkey__select-chunk-128-0_chunk-256-0.trec").is_file()
+    assert seen[1][seen[1].index("--data-dir") + 1] == "/data" and seen[1].count("--data-dir") == 1
+    printed = capsys.readouterr().out
+    assert "qmsum__chunk-256-0.trec: score 50.010 (committed 50.000) ok" in printed
+    assert "DIFFERS by -1.000" in printed
+    # the committed results.json is untouched
+    assert len(json.loads((folder / "results.json").read_text())["records"]) == 5
+
+
+def test_dry_run_changes_nothing(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert rebuild_results.main([str(folder), "--dry-run"]) == 0
+    assert "-> runs/qmsum__chunk-256-0.trec" in capsys.readouterr().out
+    assert not (folder / "runs" / "qmsum__chunk-256-0.trec").exists()
+
+
+def test_a_folder_without_results_is_refused(tmp_path: Path) -> None:
+    assert rebuild_results.main([str(tmp_path)]) == 2
