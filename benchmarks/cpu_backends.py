@@ -3,10 +3,16 @@ backends and fastembed, on the same model, texts and batch size, in one process.
 
 Rows (``--systems`` picks some; all by default):
 
-* ``ragidx-float32``: ragidx's default (torch, float32, ``max_batch_tokens`` 2048 on CPU);
+* ``ragidx-float32``: torch, float32, ``max_batch_tokens`` 2048 on CPU (the cosine reference);
 * ``ragidx-bfloat16``: ``dtype = "bfloat16"`` on torch (AVX512-BF16 / AMX where the CPU has them);
+* ``ragidx-auto``: ragidx's default, ``dtype = "auto"``: what the CPU probe
+  (:mod:`ragidx.embed.precision`) chose on this machine, bfloat16 or float32 (its note says which);
 * ``ragidx-onnx-float32`` / ``ragidx-onnx-int8``: ``backend = "onnx"`` (ragidx.embed.onnx);
 * ``st-torch``: ``SentenceTransformer(folder).encode`` (torch, float32);
+* ``st-torch-bfloat16``: the same in bfloat16 (``SentenceTransformer(folder, model_kwargs={"dtype":
+  torch.bfloat16})``), where the CPU has native bfloat16 (AVX512-BF16 or AMX, or ragidx's probe
+  found bfloat16 faster): sentence-transformers' best dtype there, so the fair peer of ragidx's
+  bfloat16 (column ``× st-bf16``);
 * ``st-onnx``: sentence-transformers' pipeline (tokenize, batch, pool, normalise) over an ONNX
   Runtime session of the same exported ``model.onnx`` ragidx runs, which is what ``backend="onnx"``
   does through optimum's ``ORTModelForFeatureExtraction``. optimum-onnx (0.1.0, the newest)
@@ -30,9 +36,10 @@ Rows (``--systems`` picks some; all by default):
 Every system but ``st-torch-own-msl`` sees the same tokens: sentence-transformers' ``max_seq_length``
 is raised to ragidx's window and the document prompt is passed to every system, and the script
 checks that the per-text token counts agree. Columns: tokens/s (real tokens, padding excluded,
-median of the timed passes), the ratio to ``st-torch``, and the minimum and mean cosine of each
-system's vectors to ``ragidx-float32``'s on the same texts. A warm-up pass per system comes first
-(untimed; its vectors give the cosines), then ``--repeats`` rounds, systems interleaved.
+median of the timed passes), the ratios to ``st-torch`` and (where it ran) ``st-torch-bfloat16``,
+and the minimum and mean cosine of each system's vectors to ``ragidx-float32``'s on the same texts.
+A warm-up pass per system comes first (untimed; its vectors give the cosines), then ``--repeats``
+rounds, systems interleaved.
 ``cpu/wall`` is process CPU time over wall time of the timed passes: near the thread count when
 the cores were ours, lower when something else ran.
 
@@ -75,9 +82,11 @@ ESSAYS = REPO.parent / "shared" / "data" / "paul_graham_essays" / "essays"
 SYSTEMS = (
     "ragidx-float32",
     "ragidx-bfloat16",
+    "ragidx-auto",
     "ragidx-onnx-float32",
     "ragidx-onnx-int8",
     "st-torch",
+    "st-torch-bfloat16",
     "st-onnx",
     "st-onnx-int8",
     "fastembed",
@@ -191,8 +200,9 @@ def st_rows(model: Path, window: int, prompt: str, batch: int, onnx_dir: Path, w
 
     rows = []
 
-    def make(name: str, onnx_file: Path | None, own_length: bool, note: str) -> Row:
-        st = SentenceTransformer(str(model), device="cpu")
+    def make(name: str, onnx_file: Path | None, own_length: bool, note: str, bfloat16: bool = False) -> Row:
+        kwargs = {"model_kwargs": {"dtype": torch.bfloat16}} if bfloat16 else {}
+        st = SentenceTransformer(str(model), device="cpu", **kwargs)
         own = st.max_seq_length
         st.max_seq_length = own if own_length else window
         if onnx_file is not None:
@@ -217,6 +227,8 @@ def st_rows(model: Path, window: int, prompt: str, batch: int, onnx_dir: Path, w
 
     if "st-torch" in wanted:
         rows.append(make("st-torch", None, False, "torch float32"))
+    if "st-torch-bfloat16" in wanted and native_bfloat16():
+        rows.append(make("st-torch-bfloat16", None, False, "torch bfloat16", bfloat16=True))
     if "st-onnx" in wanted:
         rows.append(make("st-onnx", onnx_dir / "model.onnx", False, "ONNX Runtime float32"))
     if "st-onnx-int8" in wanted:
@@ -310,6 +322,19 @@ def fastembed_row(model: Path, onnx_dir: Path, prompt: str, batch: int, threads:
 
 
 # ----------------------------------------------------------------------------- machine
+def native_bfloat16() -> bool:
+    """Whether this CPU has native bfloat16 matmuls: AVX512-BF16 or AMX, or (other architectures)
+    ragidx's probe found bfloat16 faster than float32."""
+    import torch
+
+    from ragidx.embed.precision import decide, measure
+
+    flags = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    if any(bool(getattr(torch.cpu, flag, lambda: False)()) for flag in flags):
+        return True
+    return decide(measure())
+
+
 def machine() -> dict[str, Any]:
     import torch
 
@@ -338,9 +363,19 @@ def machine() -> dict[str, Any]:
             versions[package] = __import__(package).__version__
         except ImportError:
             versions[package] = None
+    from ragidx.embed.precision import measure
+
+    probe = measure()
     return {
         "cpu": name,
         "cpu_count": os.cpu_count(),
+        "native_bfloat16": native_bfloat16(),
+        "precision_probe": {
+            "float32_s": round(probe.float32_seconds, 5),
+            "bfloat16_s": round(probe.bfloat16_seconds, 5),
+            "speedup": round(probe.speedup, 3),
+            "min_cosine": round(probe.min_cosine, 6),
+        },
         "torch_threads": torch.get_num_threads(),
         "flags": flags,
         "load_average_start": list(os.getloadavg()),
@@ -364,21 +399,26 @@ def measure(rows: list[Row], texts: Sequence[str], repeats: int) -> None:
 
 def table(title: str, rows: list[Row], reference: Row, threads: int) -> tuple[str, list[dict[str, Any]]]:
     base = next((r for r in rows if r.name == "st-torch" and r.seconds), None)
+    half = next((r for r in rows if r.name == "st-torch-bfloat16" and r.seconds), None)
     lines = [
         title,
-        f"  {'system':22s} {'tokens':>7s} {'tok/s':>7s} {'× st-torch':>10s} "
+        f"  {'system':22s} {'tokens':>7s} {'tok/s':>7s} {'× st-torch':>10s} {'× st-bf16':>9s} "
         f"{'min cos':>8s} {'mean cos':>8s} {'cpu/wall':>8s}  passes s",
     ]
     out = []
     for row in rows:
         assert row.vectors is not None and reference.vectors is not None
-        cos = np.sum(row.vectors * reference.vectors, axis=1)
+        # normalised again: a bfloat16 system's unit vectors are unit only to bfloat16's precision
+        ours = row.vectors / np.linalg.norm(row.vectors, axis=1, keepdims=True)
+        theirs = reference.vectors / np.linalg.norm(reference.vectors, axis=1, keepdims=True)
+        cos = np.sum(ours * theirs, axis=1)
         median = statistics.median(row.seconds) if row.seconds else None
         speed = row.tokens / median if median else None
         ratio = speed / (base.tokens / statistics.median(base.seconds)) if speed and base else None
+        ratio_half = speed / (half.tokens / statistics.median(half.seconds)) if speed and half else None
         busy = sum(row.cpu) / sum(row.seconds) if row.seconds else None
         lines.append(
-            f"  {row.name:22s} {row.tokens:7,d} {speed or 0:7,.0f} {ratio or 0:10.2f} "
+            f"  {row.name:22s} {row.tokens:7,d} {speed or 0:7,.0f} {ratio or 0:10.2f} {ratio_half or 0:9.2f} "
             f"{cos.min():8.4f} {cos.mean():8.4f} {busy or 0:8.2f}  "
             + " ".join(f"{s:.2f}" for s in row.seconds)
         )
@@ -391,6 +431,7 @@ def table(title: str, rows: list[Row], reference: Row, threads: int) -> tuple[st
                 "cpu_seconds": [round(s, 4) for s in row.cpu],
                 "tokens_per_s_median": round(speed, 1) if speed else None,
                 "ratio_to_st_torch": round(ratio, 3) if ratio else None,
+                "ratio_to_st_torch_bfloat16": round(ratio_half, 3) if ratio_half else None,
                 "min_cosine_to_float32": round(float(cos.min()), 6),
                 "mean_cosine_to_float32": round(float(cos.mean()), 6),
                 "cpu_over_wall": round(busy, 2) if busy else None,
@@ -408,7 +449,9 @@ def run_model(model_arg: str, args: argparse.Namespace, wanted: list[str]) -> tu
     from ragidx.embed.encoder import Encoder
     from ragidx.embed.onnx import OnnxModel
 
-    reference = Encoder(EncoderConfig(model=model_arg, device="cpu", batch_size=args.batch_size))
+    reference = Encoder(
+        EncoderConfig(model=model_arg, device="cpu", batch_size=args.batch_size, dtype="float32")
+    )
     folder = reference.folder
     onnx_dir = OnnxModel.load(folder, reference.model, "float32").path.parent  # the cached export
     prompt = reference.prompts["document"]
@@ -419,6 +462,7 @@ def run_model(model_arg: str, args: argparse.Namespace, wanted: list[str]) -> tu
     factories: dict[str, Callable[[], Row | str]] = {
         "ragidx-float32": lambda: ragidx_row("ragidx-float32", model_arg, b, dtype="float32"),
         "ragidx-bfloat16": lambda: ragidx_row("ragidx-bfloat16", model_arg, b, dtype="bfloat16"),
+        "ragidx-auto": lambda: ragidx_row("ragidx-auto", model_arg, b),
         "ragidx-onnx-float32": lambda: ragidx_row("ragidx-onnx-float32", model_arg, b, backend="onnx"),
         "ragidx-onnx-int8": lambda: ragidx_row(
             "ragidx-onnx-int8", model_arg, b, backend="onnx", dtype="int8"
@@ -438,6 +482,8 @@ def run_model(model_arg: str, args: argparse.Namespace, wanted: list[str]) -> tu
     st_made = {r.name: r for r in st_rows(folder.path, reference.window_size, prompt, b, onnx_dir, st_wanted)}
     for name in wanted:
         made = st_made.get(name) if name.startswith("st-") else factories[name]()
+        if made is None and name == "st-torch-bfloat16":
+            made = "no native bfloat16 on this CPU (AVX512-BF16, AMX): emulated, slower than float32"
         if isinstance(made, str):
             skipped[name] = made
         elif made is not None:

@@ -67,8 +67,6 @@ QUERIES = [
 ]
 
 
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0–100), linear between ranks."""
     ordered = sorted(values)
@@ -111,12 +109,12 @@ def cold_cli(
 
 # ----------------------------------------------------------------------------------- server
 @contextlib.contextmanager
-def server(index: Path, threads: int | None, env: dict[str, str]) -> Iterator[tuple[str, float]]:
-    """``ragidx serve`` on a free port: (its URL, seconds until it answered /health)."""
-    argv = [*ragidx_command(), "serve", "--index", str(index), "--port", "0", "-q", "--reload-interval", "0"]
-    if threads is not None:
-        argv += ["--threads", str(threads)]
-    start = time.perf_counter()
+def serving(
+    argv: list[str], env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A ``ragidx serve`` command line (``--port 0 -q``: it prints ``serving ... at URL``) started,
+    once it answers ``/health``: (its URL, its process); stopped on leaving. Shared by the server
+    benchmarks (this one, serve_load.py, mcp_latency.py through :func:`server`)."""
     process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert process.stderr is not None
@@ -125,10 +123,21 @@ def server(index: Path, threads: int | None, env: dict[str, str]) -> Iterator[tu
             raise SystemExit(f"ragidx serve did not start: {line}{process.stderr.read()}")
         url = line.split(" at ")[1].split()[0]
         httpx.get(f"{url}/health", timeout=60).raise_for_status()
-        yield url, time.perf_counter() - start
+        yield url, process
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+@contextlib.contextmanager
+def server(index: Path, threads: int | None, env: dict[str, str]) -> Iterator[tuple[str, float]]:
+    """``ragidx serve`` on a free port: (its URL, seconds until it answered /health)."""
+    argv = [*ragidx_command(), "serve", "--index", str(index), "--port", "0", "-q", "--reload-interval", "0"]
+    if threads is not None:
+        argv += ["--threads", str(threads)]
+    start = time.perf_counter()
+    with serving(argv, env) as (url, _):
+        yield url, time.perf_counter() - start
 
 
 def warm_queries(

@@ -16,41 +16,21 @@ instead, so it runs offline. Run from the repository root (``pip install -e ".[l
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
+from _common import QUESTION, SYSTEM, ingest_docs, numbered_sources, parse_args, size_report
 from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 
-from ragidx import ingest
 from ragidx.integrations.langchain import RagidxRetriever
 
-DOCS = Path(__file__).resolve().parent / "docs"
-PROMPT = ChatPromptTemplate.from_messages(
-    [
-        (
-            "system",
-            "Answer the question from the numbered sources only, citing them like [1]. "
-            "If they do not contain the answer, say so.",
-        ),
-        ("human", "Sources:\n\n{sources}\n\nQuestion: {question}"),
-    ]
-)
+PROMPT = ChatPromptTemplate.from_messages([("system", SYSTEM), ("human", QUESTION)])
 
 
 def format_sources(documents: list[Document]) -> str:
     """Numbered sources: where each comes from, how it was embedded, and its text (the passage)."""
-    blocks = []
-    for number, doc in enumerate(documents, start=1):
-        meta = doc.metadata
-        where = meta.get("title") or meta["doc_id"]
-        blocks.append(
-            f"[{number}] {where} (score {meta['score']:.3f}, embedded as {meta['embed_mode']})\n"
-            f"{doc.page_content.strip()}"
-        )
-    return "\n\n".join(blocks)
+    return numbered_sources([(doc.metadata, doc.page_content) for doc in documents])
 
 
 def build_chain(retriever: RagidxRetriever, llm: Runnable | None = None) -> Runnable:
@@ -70,10 +50,8 @@ def build_chain(retriever: RagidxRetriever, llm: Runnable | None = None) -> Runn
 def sources_size(retriever: RagidxRetriever, question: str) -> str:
     """How many characters the sources of ``question`` take, and what whole documents would take."""
     documents = retriever.invoke(question)
-    sent = sum(len(doc.page_content) for doc in documents)
-    whole = sum(len(retriever.index.document(doc.metadata["doc_id"]).text) for doc in documents)
-    kind = "whole documents" if retriever.search_type == "document" else f"{retriever.search_type}s"
-    return f"sources: {len(documents)} {kind}, {sent:,} characters (their whole documents: {whole:,})"
+    sources = [(doc.metadata, doc.page_content) for doc in documents]
+    return size_report(retriever.index, retriever.search_type, sources)
 
 
 def load_llm(spec: str) -> Runnable:
@@ -88,29 +66,10 @@ def load_llm(spec: str) -> Runnable:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("question", help="what to ask about the example documents")
-    parser.add_argument(
-        "--docs", type=Path, default=DOCS, help="the documents to ingest (default examples/docs)"
-    )
-    parser.add_argument("--index", type=Path, default=Path(".ragidx/langchain-demo"), help="index directory")
-    parser.add_argument("-k", type=int, default=3, help="how many sources to retrieve")
-    parser.add_argument(
-        "--search-type",
-        choices=["passage", "document", "chunk"],
-        default="passage",
-        help="passage: each document's passage that matched (default); document: whole documents; "
-        "chunk: the best chunks, several of a document possibly",
-    )
-    parser.add_argument(
-        "--context-chunks", type=int, default=0, help="neighbouring chunks added to a passage"
-    )
-    parser.add_argument("--llm", help="provider:model for an answer, e.g. openai:gpt-4o-mini")
-    args = parser.parse_args(argv)
+    args = parse_args(__doc__.split("\n\n")[0], ".ragidx/langchain-demo", argv)
     llm = load_llm(args.llm) if args.llm else None
 
-    report = ingest(args.docs, args.index)
-    print(f"index {args.index}: {report.added} added, {report.unchanged} unchanged", file=sys.stderr)
+    ingest_docs(args.docs, args.index)
     retriever = RagidxRetriever.from_index(
         args.index, k=args.k, search_type=args.search_type, context_chunks=args.context_chunks
     )

@@ -9,7 +9,7 @@ only composes them into the sections of a TOML file (see ``configs/default.toml`
     [index]     # FaissConfig
     [lexical]   # LexicalConfig: the BM25 index beside the vectors
     [ingest]    # IngestOptions
-    [serve]     # ServeOptions: ``ragidx serve`` (address, CPU threads, reloading)
+    [serve]     # ServeOptions: ``ragidx serve`` (address, CPU threads, reloading, request limits)
 
 Command-line flags override the file (:meth:`RagidxConfig.override`). Settings a user set
 explicitly (in the file or as a flag) are remembered, so that an existing index can refuse settings
@@ -62,7 +62,7 @@ QUERY_THREADS = 1  # torch/FAISS CPU threads for queries: the fastest for one sh
 
 class ServeOptions(BaseModel):
     """``ragidx serve``: where it listens, the CPU threads a query uses, how often it looks for a new
-    generation of the index."""
+    generation of the index, and what one request may cost (``ragidx.integrations.server.limits``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -73,6 +73,20 @@ class ServeOptions(BaseModel):
     )
     reload_interval: float = Field(
         2.0, ge=0, description="seconds between checks for a new generation (0: never reload)"
+    )
+    workers: int = Field(2, ge=1, le=256, description="plain searches run at once (the light lane)")
+    heavy_workers: int = Field(
+        1, ge=1, le=256, description="searches over the light work limit run at once (the heavy lane)"
+    )
+    queue: int = Field(32, ge=0, le=100_000, description="searches waiting per lane; more are answered 503")
+    timeout: float = Field(
+        10.0, gt=0, le=3600, description="seconds a search may take, waiting included; then 503"
+    )
+    work_budget: int = Field(
+        2000,
+        ge=1,
+        description="the most work one search may ask for, in units of one plain result (sentences dense: "
+        "100 a result; with_text: +1); more is refused with 422",
     )
 
 

@@ -25,7 +25,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# dtype auto is bfloat16 on an AMX CPU; tests compare against float32 references on any machine
+# dtype auto is bfloat16 where the CPU probe finds it faster; tests compare against float32 references
 # (tests/embed/test_encoder.py tests the rule itself; RAGIDX_CPU_BFLOAT16=1 runs the suite in bfloat16)
 os.environ.setdefault("RAGIDX_CPU_BFLOAT16", "0")
 

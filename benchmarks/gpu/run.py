@@ -18,10 +18,19 @@ Sections (each in its own try/except: one failure still leaves the others and th
    with RANDOM weights (timing only; RoPE: PI, NTK, GP, SelfExtend, PI + TempScale), plus the
    unextended model at its native window (512 / 2,048) as a reference row.
 3. **search**: exact top-10 of 1,000 queries over 1M x 384 and 100k x 768 random unit vectors:
-   torch (``q @ D.T`` + ``topk`` in query batches) on the GPU in float32 and float16 vs FAISS when
-   importable (GPU index if faiss has GPUs, else ``IndexFlatIP`` on the CPU cores), else torch on
-   the CPU cores (no faiss build fits the carry budget: see README.md); recall of each against
-   the reference, also counted up to ties.
+   ragidx's torch search backend (``ragidx.index.torch_search.TorchFlatSearch``: the vectors on the
+   GPU, blocked products, FAISS Flat's ids and tie order) in float32 and float16 vs FAISS when
+   importable (GPU index if faiss has GPUs, else ``IndexFlatIP`` on the CPU cores), else the same
+   backend on the CPU cores (no faiss build fits the carry budget: see README.md); numpy queries
+   in, ids out, as ``Index`` searches; recall of each against the reference, also counted up to ties.
+4. **train**: optimiser steps of ``ragidx train`` (mean, LMK, position tuning).
+5. **cli**: every ``ragidx`` command (ingest with chunk, extend:pi and late, query, info, verify,
+   delete, eval, probe position and collapse, train with PI positions and LMK, serve as its own
+   process) with ``--device`` set to the benchmark's device, on a MiniLM-shaped BERT with RANDOM
+   weights built where it runs (only the MiniLM tokenizer files are read): exit status, seconds and
+   the error line of each; a command whose packages are not importable is recorded as not run.
+6. **pipeline**: ``ragidx.ingest`` (the library call) against the encoder alone (tokenize, plan,
+   embed) on the same generated texts and the same random MiniLM-shaped model.
 
 Without CUDA it prints one line (``no GPU: ...``) and exits 2. ``--device cpu --quick`` runs every
 section end to end at tiny sizes (2k-token passes, a 6-layer Gemma, 10k-vector search) to check
@@ -85,11 +94,18 @@ FULL = {
     "gemma_window": None,
     "search": [(1_000_000, 384), (100_000, 768)],
     "queries": 1000,
-    "query_batch": 250,
     "search_repeats": 5,
     "reference_repeats": 3,
     "train_batch": 16,
     "train_steps": 5,
+    "cli_layers": 6,
+    "cli_docs": 24,
+    "cli_words": 1500,
+    "cli_target": 4096,
+    "cli_sample": 20,
+    "pipeline_docs": 2000,
+    "pipeline_words": 400,
+    "pipeline_repeats": 2,
 }
 QUICK = {
     "n_mixed": 24,
@@ -103,11 +119,18 @@ QUICK = {
     "gemma_window": 1024,
     "search": [(10_000, 384), (5_000, 768)],
     "queries": 100,
-    "query_batch": 50,
     "search_repeats": 1,
     "reference_repeats": 1,
     "train_batch": 4,
     "train_steps": 1,
+    "cli_layers": 2,
+    "cli_docs": 3,
+    "cli_words": 700,
+    "cli_target": 1024,
+    "cli_sample": 8,
+    "pipeline_docs": 16,
+    "pipeline_words": 200,
+    "pipeline_repeats": 1,
 }
 
 
@@ -547,16 +570,14 @@ def section_extension(ctx: SimpleNamespace) -> dict[str, Any]:
 
 
 # ============================================================================ 3. search
-def torch_topk(queries: Any, docs: Any, k: int, batch: int) -> tuple[Any, Any]:
-    """Exact top-k by inner product: ``q @ D.T`` and ``topk`` in query batches."""
-    import torch
+def torch_search(docs: Any, device: str, dtype: str) -> Any:
+    """ragidx's torch search backend (``ragidx.index.torch_search.TorchFlatSearch``, what ``Index``
+    searches with on CUDA when faiss has no GPU) over ``docs`` (numpy float32), ids = rows."""
+    import numpy as np
 
-    scores, ids = [], []
-    for start in range(0, queries.shape[0], batch):
-        s, i = torch.topk(queries[start : start + batch] @ docs.T, k, dim=1)
-        scores.append(s)
-        ids.append(i)
-    return torch.cat(scores), torch.cat(ids)
+    from ragidx.index.torch_search import TorchFlatSearch
+
+    return TorchFlatSearch(docs, np.arange(len(docs), dtype=np.int64), device=device, dtype=dtype)
 
 
 def recall(reference: Any, got: Any, queries: Any, docs: Any, tol: float = 1e-5) -> tuple[float, float]:
@@ -584,10 +605,10 @@ def reference_search(ctx: SimpleNamespace) -> tuple[str, str, Any]:
     except ImportError as exc:
         reason = ctx.carry_manifest.get("faiss") or "faiss is not installed here"
         long = (
-            f"torch exact top-k on {os.cpu_count()} CPU cores, float32 "
+            f"ragidx torch search on {os.cpu_count()} CPU cores, float32 "
             f"(faiss unavailable: {_error(exc)}; {reason})"
         )
-        return long, "torch cpu float32 (no faiss)", None
+        return long, "ragidx torch cpu float32 (no faiss)", None
     gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
     if gpus and ctx.device.startswith("cuda"):
         return f"faiss {faiss.__version__} GpuIndexFlatIP, float32", "faiss GpuIndexFlatIP", faiss
@@ -607,7 +628,7 @@ def section_search(ctx: SimpleNamespace) -> dict[str, Any]:
     out |= {
         "k": TOP_K,
         "queries": ctx.sizes["queries"],
-        "query_batch": ctx.sizes["query_batch"],
+        "torch_backend": "ragidx.index.torch_search.TorchFlatSearch (blocks of 256 MiB per step)",
         "reference": label,
         "reference_short": short,
         "data": "random unit vectors (seeded normal, L2-normalised)",
@@ -635,19 +656,21 @@ def _search_case(ctx: SimpleNamespace, n: int, dim: int, label: str, faiss: Any)
     import numpy as np
     import torch
 
-    sizes, device, batch = ctx.sizes, ctx.device, ctx.sizes["query_batch"]
+    sizes, device = ctx.sizes, ctx.device
     gen = torch.Generator(device=device).manual_seed(SEED + dim)
     docs = torch.nn.functional.normalize(torch.randn(n, dim, generator=gen, device=device), dim=1)
     queries = torch.nn.functional.normalize(
         torch.randn(sizes["queries"], dim, generator=gen, device=device), dim=1
     )
-    docs_cpu, queries_cpu = docs.cpu(), queries.cpu()
+    docs_np = np.ascontiguousarray(docs.cpu().numpy())
+    q_np = np.ascontiguousarray(queries.cpu().numpy())
 
     # the reference, exact in float32
     if faiss is None:
+        on_cpu = torch_search(docs_np, "cpu", "float32")
 
         def reference() -> Any:
-            return torch_topk(queries_cpu, docs_cpu, TOP_K, batch)[1].numpy()
+            return on_cpu.search(q_np, TOP_K)[1]
 
         where = "cpu"
     else:
@@ -656,8 +679,7 @@ def _search_case(ctx: SimpleNamespace, n: int, dim: int, label: str, faiss: Any)
             if "Gpu" in label
             else faiss.IndexFlatIP(dim)
         )
-        index.add(np.ascontiguousarray(docs_cpu.numpy()))
-        q_np = np.ascontiguousarray(queries_cpu.numpy())
+        index.add(docs_np)
 
         def reference() -> Any:
             return index.search(q_np, TOP_K)[1]
@@ -674,19 +696,23 @@ def _search_case(ctx: SimpleNamespace, n: int, dim: int, label: str, faiss: Any)
         },
         "torch": {},
     }
-    dtypes = [torch.float32] + ([torch.float16] if device.startswith("cuda") else [])
+    dtypes = ["float32"] + (["float16"] if device.startswith("cuda") else [])
     for dtype in dtypes:
-        d, q = docs.to(dtype), queries.to(dtype)
-        torch_topk(q, d, TOP_K, batch)  # warm-up
+        searcher = torch_search(docs_np, device, dtype)  # the vectors copied to the device once
+        searcher.search(q_np, TOP_K)  # warm-up
 
-        def run(d: Any = d, q: Any = q) -> Any:
-            return torch_topk(q, d, TOP_K, batch)[1]
+        def run(searcher: Any = searcher) -> Any:
+            return searcher.search(q_np, TOP_K)[1]  # numpy queries in, numpy ids out, as Index does
 
         seconds, ids = _timed(run, sizes["search_repeats"], device)
         median = statistics.median(seconds)
         plain, ties = recall(ref_ids, ids, queries, docs)
-        case["torch"][str(dtype).removeprefix("torch.")] = {
+        device_bytes = searcher.nbytes
+        del searcher
+        _free(device)
+        case["torch"][dtype] = {
             "device": device,
+            "vectors_mib": _r(device_bytes / MiB, 1),
             "seconds": [_r(s, 5) for s in seconds],
             "median_s": _r(median, 5),
             "queries_per_s": _r(sizes["queries"] / median, 1),
@@ -792,6 +818,392 @@ def _train_row(ctx: SimpleNamespace, label: str, pooling: str, positions: str) -
     }
 
 
+# ============================================================================ 5. cli
+CLI_MODEL_NOTE = (
+    "cli and pipeline sections: a BERT of all-MiniLM-L6-v2's shape with RANDOM weights (built where it "
+    "runs), saved with the real MiniLM tokenizer files: timing and device checks only"
+)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".h5", ".msgpack", ".ot")
+CLI_QUERY = "how do honeybees tell each other where the flowers are"
+
+
+def random_minilm(ctx: SimpleNamespace) -> Path:
+    """all-MiniLM-L6-v2's shape (6 layers of 384, 12 heads, feed-forward 1,536, 512 positions; 2 layers
+    with --quick) with random weights, in a sentence-transformers folder: every file of the MiniLM
+    folder but its weights (tokenizer, pooling, prompts: 0.7 MiB), then ``save_pretrained``. Built
+    once per run, in the run's temporary folder (no weights travel)."""
+    dest = Path(ctx.tmp) / "random-minilm"
+    if (dest / "config.json").is_file():
+        return dest
+    import torch
+    from transformers import BertConfig, BertModel
+
+    source = Path(ctx.minilm)
+    for path in source.rglob("*"):
+        if path.is_file() and not path.name.endswith(WEIGHT_SUFFIXES) and "onnx" not in path.parts:
+            target = dest / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+    torch.manual_seed(SEED)
+    shape = {
+        "vocab_size": 30522,
+        "hidden_size": 384,
+        "num_hidden_layers": ctx.sizes["cli_layers"],
+        "num_attention_heads": 12,
+        "intermediate_size": 1536,
+        "max_position_embeddings": 512,
+    }
+    BertModel(BertConfig(**shape), add_pooling_layer=False).save_pretrained(dest)
+    return dest
+
+
+def write_texts(folder: Path, n: int, words: int, seed: int) -> Path:
+    """``n`` text files of about ``words`` words each, cut from ``examples/docs`` (seeded)."""
+    source = " ".join(
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted((REPO / "examples" / "docs").glob("*.*"))
+        if p.suffix in (".txt", ".md")
+    ).split()
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        start = rng.randrange(max(1, len(source) - 50))
+        body = [source[(start + j) % len(source)] for j in range(words)]
+        (folder / f"doc-{i:04d}.txt").write_text(f"Document {i}. " + " ".join(body) + "\n", encoding="utf-8")
+    return folder
+
+
+def _missing(*modules: str) -> list[str]:
+    """Which of ``modules`` cannot be imported here (the GPU image lacks some: see README.md)."""
+    import importlib.util
+
+    missing = []
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
+
+
+# The modules each command needs beyond torch, transformers and pydantic (the index: faiss and the
+# BM25 stemmer; the readers of examples/docs: bs4 for HTML, pypdf for PDF; serve: fastapi, uvicorn).
+INDEX_MODULES = ("faiss", "Stemmer", "pyarrow", "typer")
+CLI_NEEDS = {
+    "ingest": (*INDEX_MODULES, "bs4", "pypdf"),
+    "query": INDEX_MODULES,
+    "info": ("typer", "pyarrow"),
+    "verify": INDEX_MODULES,
+    "delete": INDEX_MODULES,
+    "eval": INDEX_MODULES,
+    "probe": ("typer", "matplotlib", "scipy"),
+    "train": ("typer", "sentence_transformers"),
+    "serve": (*INDEX_MODULES, "fastapi", "uvicorn"),
+}
+
+
+def section_cli(ctx: SimpleNamespace) -> dict[str, Any]:
+    try:
+        return _cli(ctx)
+    finally:
+        _free(ctx.device)
+
+
+def _cli(ctx: SimpleNamespace) -> dict[str, Any]:
+    """Every ``ragidx`` command on ``ctx.device`` through the real command line (Typer's CliRunner
+    in this process; ``serve`` as its own process answering HTTP), on a random MiniLM-shaped
+    model: does each one run on the GPU, and how long does it take."""
+    model = str(random_minilm(ctx))
+    tmp, device = Path(ctx.tmp) / "cli", ctx.device
+    docs = REPO / "examples" / "docs"
+    long_docs = write_texts(tmp / "long-docs", ctx.sizes["cli_docs"], ctx.sizes["cli_words"], SEED)
+    texts = write_texts(tmp / "texts", 3, 300, SEED + 1)
+    pairs = tmp / "pairs.jsonl"
+    topics = ["bees", "rivers", "trains", "violins", "glaciers", "owls", "lighthouses", "bread"]
+    pairs.write_text(
+        "".join(
+            json.dumps({"query": f"about {t}", "positive": f"{t} are described here. " * 8, "source": t})
+            + "\n"
+            for t in topics * 2
+        ),
+        encoding="utf-8",
+    )
+    target = str(ctx.sizes["cli_target"])
+    ix, ix_extended, ix_late = str(tmp / "ix"), str(tmp / "ix-extend"), str(tmp / "ix-late")
+    on = ["--device", device]
+    cases: list[tuple[str, list[str], str | None]] = [  # (label, argv, index it needs)
+        ("ingest chunk (examples/docs)", ["ingest", str(docs), "-i", ix, "-m", model, *on, "-q"], None),
+        (
+            f"ingest extend:pi to {target}",
+            ["ingest", str(long_docs), "-i", ix_extended, "-m", model, *on, "--strategy", "extend:pi",
+             "--max-tokens", target, "-q"],
+            None,
+        ),
+        (
+            "ingest late:256",
+            ["ingest", str(long_docs), "-i", ix_late, "-m", model, *on, "--strategy", "late:256", "-q"],
+            None,
+        ),
+        ("query", ["query", CLI_QUERY, "-i", ix, *on, "--json"], ix),
+        ("query (extend:pi index)", ["query", "the document", "-i", ix_extended, *on, "--json"], ix_extended),
+        ("query (late index)", ["query", "the document", "-i", ix_late, *on, "--json"], ix_late),
+        ("info", ["info", ix, "--json"], ix),
+        ("verify", ["verify", ix], ix),
+        ("delete", ["delete", ix, "--source", "*lighthouses*", "--json"], ix),
+        (
+            "eval passkey (truncate, extend:pi)",
+            ["eval", "-t", "passkey", "-m", model, "-s", "truncate", "-s", "extend:pi", "--lengths",
+             target, "--max-length", target, "--sample", str(ctx.sizes["cli_sample"]), "--out",
+             str(tmp / "eval"), "--cache-dir", str(tmp / "eval-cache"), *on, "--json", "-q"],
+            None,
+        ),
+        (
+            "probe position",
+            ["probe", "position", "--texts", str(texts), "--model", model, *on, "--max-tokens", target,
+             "--out", str(tmp / "probe-position"), "--cache", str(tmp / "probe-cache"), "-s", "truncate",
+             "-s", "extend:pi", "--limit", "2", "-q"],
+            None,
+        ),
+        (
+            "probe collapse",
+            ["probe", "collapse", "--texts", str(texts), "--model", model, *on, "--max-tokens", target,
+             "--out", str(tmp / "probe-collapse"), "--cache", str(tmp / "probe-cache"), "-s", "truncate",
+             "--words", "river,stone", "--limit", "2", "-q"],
+            None,
+        ),
+        (
+            f"train --positions pi --target-length {target}",
+            ["train", str(pairs), "-o", str(tmp / "trained-pi"), "-m", model, *on, "--steps", "2",
+             "--batch-size", "4", "--positions", "pi", "--target-length", target, "--json", "-q"],
+            None,
+        ),
+        (
+            "train --pooling lmk",
+            ["train", str(pairs), "-o", str(tmp / "trained-lmk"), "-m", model, *on, "--steps", "2",
+             "--batch-size", "4", "--pooling", "lmk", "--json", "-q"],
+            None,
+        ),
+    ]  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    ctx.partial["model"] = CLI_MODEL_NOTE
+    ctx.partial["rows"] = rows
+    failed_indexes: set[str] = set()
+    for label, argv, index in cases:
+        rows.append(_cli_case(ctx, label, argv, index, failed_indexes))
+        if argv[0] == "ingest" and "error" in rows[-1]:
+            failed_indexes.add(argv[argv.index("-i") + 1])
+        ctx.save()
+        _free(device)
+    rows.append(_serve_case(ctx, ix, failed_indexes))
+    ctx.save()
+    return {"model": CLI_MODEL_NOTE, "device": device, "rows": rows}
+
+
+def _cli_case(
+    ctx: SimpleNamespace, label: str, argv: list[str], index: str | None, failed: set[str]
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"command": label, "argv": ["ragidx", *argv]}
+    missing = _missing(*CLI_NEEDS[argv[0]])
+    if missing:
+        row["error"] = f"not run: needs {', '.join(missing)} (not importable here; see README.md)"
+        return row
+    if index is not None and index in failed:
+        row["error"] = "not run: the ingest that builds its index failed"
+        return row
+    from typer.testing import CliRunner
+
+    from ragidx.cli import app
+
+    ctx.clock.log(f"cli: ragidx {' '.join(argv[:2])} … ({label})")
+    _sync(ctx.device)
+    start = time.perf_counter()
+    result = CliRunner().invoke(app, argv)
+    _sync(ctx.device)
+    row["seconds"] = _r(time.perf_counter() - start, 3)
+    row["exit_code"] = result.exit_code
+    lines = [line for line in (result.output or "").splitlines() if any(c.isalnum() for c in line)]
+    if result.exit_code != 0:
+        exc = result.exception
+        why = _error(exc) if exc is not None and not isinstance(exc, SystemExit) else ""
+        row["error"] = why or (lines[-1] if lines else f"exit {result.exit_code}")
+        if exc is not None and not isinstance(exc, SystemExit):
+            row["traceback"] = _trace(exc)
+    else:
+        row["last_line"] = lines[-1][:200] if lines else ""
+    return row
+
+
+def _serve_case(ctx: SimpleNamespace, index: str, failed: set[str]) -> dict[str, Any]:
+    """``ragidx serve`` as its own process on ``ctx.device``: start, /health, one POST /search, SIGINT."""
+    import signal
+    import subprocess
+    import urllib.request
+
+    row: dict[str, Any] = {"command": "serve (own process: /health, POST /search)"}
+    argv = [sys.executable, "-m", "ragidx", "serve", "-i", index, "--port", "0", "--device", ctx.device, "-q"]
+    row["argv"] = ["ragidx", *argv[3:]]
+    missing = _missing(*CLI_NEEDS["serve"])
+    if missing or index in failed:
+        why = f"needs {', '.join(missing)}" if missing else "the ingest that builds its index failed"
+        row["error"] = f"not run: {why}"
+        return row
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    ctx.clock.log("cli: ragidx serve …")
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        row["started_s"] = _r(time.perf_counter() - start, 3)
+        if " at http://" not in line:
+            rest = process.stderr.read() if process.poll() is not None else ""
+            row["error"] = (line + rest).strip().splitlines()[-1] if (line + rest).strip() else "no output"
+            return row
+        url = line.split(" at ")[1].split()[0]
+        with urllib.request.urlopen(f"{url}/health", timeout=60) as reply:
+            row["health"] = json.loads(reply.read()).get("status")
+        body = json.dumps({"text": CLI_QUERY, "k": 3}).encode()
+        request = urllib.request.Request(
+            f"{url}/search", data=body, headers={"Content-Type": "application/json"}
+        )
+        search_start = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            hits = json.loads(reply.read())
+        row["search_s"] = _r(time.perf_counter() - search_start, 3)
+        row["hits"] = len(hits.get("results", []))
+        process.send_signal(signal.SIGINT)
+        row["exit_code"] = process.wait(timeout=60)
+        row["seconds"] = _r(time.perf_counter() - start, 3)
+        if row["exit_code"] != 0 or row["health"] != "ok" or not row["hits"]:
+            row["error"] = f"exit {row['exit_code']}, health {row['health']}, {row['hits']} hits"
+    except Exception as exc:
+        row["error"] = _error(exc)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+    return row
+
+
+# ============================================================================ 6. pipeline
+def section_pipeline(ctx: SimpleNamespace) -> dict[str, Any]:
+    try:
+        return _pipeline(ctx)
+    finally:
+        _free(ctx.device)
+
+
+def _pipeline(ctx: SimpleNamespace) -> dict[str, Any]:
+    """``ragidx.ingest`` (the library call: read, tokenize, plan, embed, FAISS, Parquet, BM25,
+    commit) against the encoder alone (tokenize, plan and embed the same texts, already in memory)
+    on the random MiniLM-shaped model: how much of an ingest the GPU's work is."""
+    missing = _missing(*INDEX_MODULES)
+    if missing:
+        raise RuntimeError(f"needs {', '.join(missing)} (not importable here; see README.md)")
+    from ragidx import RagidxConfig, ingest
+
+    model = str(random_minilm(ctx))
+    sizes, device = ctx.sizes, ctx.device
+    folder = write_texts(
+        Path(ctx.tmp) / "pipeline-docs", sizes["pipeline_docs"], sizes["pipeline_words"], SEED
+    )
+    texts = [p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.txt"))]
+    config = RagidxConfig().override(model={"model": model, "device": device, "dtype": ctx.dtype_name})
+    alone = _encoder_alone(ctx, config, texts)
+    _free(device)
+    runs: list[float] = []
+    report = None
+    for i in range(max(1, sizes["pipeline_repeats"])):
+        ctx.clock.log(f"pipeline: ragidx.ingest, run {i + 1}")
+        _sync(device)
+        start = time.perf_counter()
+        report = ingest(folder, Path(ctx.tmp) / f"pipeline-index-{i}", config)
+        _sync(device)
+        runs.append(time.perf_counter() - start)
+        _free(device)
+        if sum(runs) > 90:
+            break
+    assert report is not None
+    embedded = alone["tokens"]
+    tokens = int(report.tokens_embedded or embedded)
+    ingest_med, alone_med, embed_med = (
+        statistics.median(x) for x in (runs, alone["seconds"], alone["embed_s"])
+    )
+    return {
+        "model": CLI_MODEL_NOTE,
+        "documents": len(texts),
+        "tokens_embedded": tokens,
+        "encoder_tokens": embedded,
+        "model_load_s": _r(alone["load_s"], 3),
+        "ingest_seconds": [_r(s) for s in runs],
+        "ingest_tokens_per_s": _r(tokens / ingest_med, 1),
+        "encoder_alone_seconds": [_r(s) for s in alone["seconds"]],
+        "encoder_alone_tokens_per_s": _r(embedded / alone_med, 1),
+        "embed_only_seconds": [_r(s) for s in alone["embed_s"]],
+        "embed_only_tokens_per_s": _r(embedded / embed_med, 1),
+        "encoder_share_of_ingest": _r(alone_med / ingest_med, 3),
+        "ingest_over_encoder": _r(ingest_med / alone_med, 3),
+        "note": "ingest includes loading the model (model_load_s), reading the files, FAISS, Parquet, "
+        "BM25 and the commit; the encoder alone tokenizes, plans and embeds the same texts in memory",
+    }
+
+
+def _encoder_alone(ctx: SimpleNamespace, config: Any, texts: list[str]) -> dict[str, Any]:
+    """The pipeline section's peer: load the encoder ``ingest`` would build, then time tokenize +
+    plan + embed of ``texts``, and embed alone on texts tokenized and planned beforehand."""
+    from ragidx.embed.documents import embed_plans, plan_tokens
+
+    sizes, device = ctx.sizes, ctx.device
+    start = time.perf_counter()
+    encoder = ctx.api.Encoder.from_settings(config.model, config.long_doc)
+    load_s = time.perf_counter() - start
+
+    def planned() -> list[Any]:
+        tokenized = (encoder.tokenize(text, "document") for text in texts)
+        return [(tokens, plan_tokens(encoder, tokens, config.long_doc)) for tokens in tokenized]
+
+    def whole() -> int:
+        plans = planned()
+        embed_plans(encoder, plans)
+        return sum(p.n_embedded for _, p in plans)
+
+    ctx.clock.log(f"pipeline: {len(texts)} documents, encoder alone")
+    whole()  # warm-up (kernels, allocator)
+    seconds, embedded = _timed(whole, sizes["pipeline_repeats"], device, budget_s=60.0)
+    ready = planned()
+    embed_s, _ = _timed(lambda: embed_plans(encoder, ready), sizes["pipeline_repeats"], device, budget_s=60.0)
+    return {"load_s": load_s, "seconds": seconds, "embed_s": embed_s, "tokens": int(embedded)}
+
+
+def _cli_rows(data: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for r in data["rows"]:
+        if "error" in r:
+            rows.append(["cli", r["command"], _fmt(r.get("seconds")), "", "", "", r["error"][:100]])
+            continue
+        note = r.get("last_line", "")[:60]
+        if "hits" in r:
+            note = f"health {r['health']}, search {r['search_s']} s, {r['hits']} hits"
+        rows.append(["cli", r["command"], _fmt(r.get("seconds")), "", "", "", f"exit 0; {note}"])
+    return rows
+
+
+def _pipeline_rows(data: dict[str, Any]) -> list[list[str]]:
+    case = f"{data['documents']} docs, {data['tokens_embedded']:,} tok"
+    share = f"encoder alone {data['encoder_share_of_ingest']:.0%} of ingest"
+    versus = f"{data['ingest_over_encoder']:.2f}x"
+    return [
+        ["pipeline", f"{case} ragidx.ingest", _fmt(statistics.median(data["ingest_seconds"])),
+         _fmt(data["ingest_tokens_per_s"], " tok/s"), "-", "", f"model load {data['model_load_s']} s"],
+        ["pipeline", f"{case} encoder alone", _fmt(statistics.median(data["encoder_alone_seconds"])),
+         _fmt(data["encoder_alone_tokens_per_s"], " tok/s"), "-", versus, share],
+        ["pipeline", f"{case} embed only", _fmt(statistics.median(data["embed_only_seconds"])),
+         _fmt(data["embed_only_tokens_per_s"], " tok/s"), "-", "", "tokenized and planned beforehand"],
+    ]  # fmt: skip
+
+
 # ============================================================================ report
 def _fmt(value: float | None, unit: str = "") -> str:
     if value is None:
@@ -804,7 +1216,7 @@ def _fmt(value: float | None, unit: str = "") -> str:
 def table_rows(result: dict[str, Any]) -> list[list[str]]:
     rows: list[list[str]] = []
     sections = result["sections"]
-    for name in ("encode", "extension", "search", "train"):
+    for name in ("encode", "extension", "search", "train", "cli", "pipeline"):
         sec = sections.get(name, {})
         if sec.get("status") != "ok":
             if name in result["requested_sections"]:
@@ -852,6 +1264,8 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
                         note + ("" if r["finite"] else ", NON-FINITE output"),
                     ]
                 )
+        elif name in ("cli", "pipeline"):
+            rows.extend(_cli_rows(data) if name == "cli" else _pipeline_rows(data))
         elif name == "train":
             for r in data["rows"]:
                 if "error" in r:
@@ -929,7 +1343,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--minilm", help="MiniLM folder (default <carry>/minilm, else ragidx's 'default')")
     parser.add_argument(
         "--sections",
-        default="encode,search,train,extension",
+        default="encode,search,train,cli,pipeline,extension",
         help="comma-separated, run in this order (default: the long passes last)",
     )
     parser.add_argument(
@@ -940,7 +1354,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wheels", help="wheel folder (default <carry>/wheels)")
     parser.add_argument("--site", help="use this pip --target folder instead of unpacking the wheels")
     args = parser.parse_args(argv)
-    unknown = set(args.sections.split(",")) - {"encode", "extension", "search", "train"}
+    unknown = set(args.sections.split(",")) - {"encode", "extension", "search", "train", "cli", "pipeline"}
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     return args
@@ -1006,6 +1420,7 @@ def main(argv: list[str] | None = None) -> int:
         "notes": [
             GEMMA_NOTE,
             f"MiniLM: the real all-MiniLM-L6-v2 weights, {minilm}",
+            CLI_MODEL_NOTE,
             f"model dtype {dtype_name} for both systems",
         ],
         "requested_sections": args.sections.split(","),
@@ -1057,6 +1472,8 @@ def main(argv: list[str] | None = None) -> int:
         "extension": section_extension,
         "search": section_search,
         "train": section_train,
+        "cli": section_cli,
+        "pipeline": section_pipeline,
     }
     failed = False
     for name in args.sections.split(","):

@@ -21,7 +21,7 @@ import typer
 import typer.core
 
 from ragidx import __version__
-from ragidx.cli import delete, eval, info, ingest, probe, query, serve, train, verify
+from ragidx.cli import delete, eval, info, ingest, mcp, probe, query, serve, train, verify
 from ragidx.cli.console import out, state
 
 
@@ -48,9 +48,19 @@ def tidy_help(command: Any) -> None:
         if param.is_flag and not param.count:
             param.metavar = ""  # a flag takes no value
         elif param.multiple and param.metavar is None:
-            param.metavar = re.sub(r"^<list\[(.*)\]>$", r"<\1>", param.display_type(ctx))
+            param.metavar = _one_value_type(param, ctx)
     for sub in getattr(command, "commands", {}).values():
         tidy_help(sub)
+
+
+def _one_value_type(param: typer.core.TyperOption, ctx: typer.Context) -> str | None:
+    """The type of one value of the repeatable option ``param`` (``<str>``), where typer shows that
+    of the list (``<list[str]>``, typer ≥ 0.29, whose options have ``display_type``); ``None``
+    (typer's own metavar) where typer already shows one value's type (``TEXT``, typer < 0.29)."""
+    display_type = getattr(param, "display_type", None)
+    if display_type is None:
+        return None
+    return re.sub(r"^<list\[(.*)\]>$", r"<\1>", str(display_type(ctx)))
 
 
 app = typer.Typer(
@@ -98,6 +108,7 @@ app.command("info")(info.info_command)
 app.command("verify")(verify.verify_command)
 app.command("delete")(delete.delete_command)
 app.command("serve")(serve.serve_command)
+app.command("mcp")(mcp.mcp_command)
 app.command("train")(train.train_command)
 app.add_typer(eval.eval_app, name="eval")
 app.add_typer(probe.probe_app, name="probe")

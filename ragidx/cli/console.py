@@ -10,7 +10,6 @@ rich console prints it.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -26,6 +25,7 @@ R = TypeVar("R")
 
 out = Console(soft_wrap=True)  # results (stdout)
 err = Console(stderr=True, soft_wrap=True)  # progress and warnings
+
 
 class _State:
     debug = False
@@ -60,8 +60,12 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def one_line(text: str) -> str:
-    """``text`` with control characters (a newline in a file name…) escaped: warnings stay one line."""
-    return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], text)
+    """``text`` safe for a terminal and on one line: every character Python deems unprintable (C0
+    and C1 controls, ESC, DEL, a newline in a file name, bidirectional overrides, zero-width marks,
+    line separators) escaped as ``\\x1b``, ``\\u202e``; a space stays a space."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def plain(text: str) -> str:

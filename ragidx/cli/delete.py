@@ -10,6 +10,7 @@ import typer
 
 from ragidx.cli.console import PARTIAL_EXIT, err, handle_errors, one_line, out, plain, plural
 from ragidx.cli.options import DEFAULT_INDEX, Json
+from ragidx.errors import reporting_commits
 
 
 @handle_errors
@@ -33,17 +34,18 @@ def delete_command(
     """
     from ragidx.index.delete import delete
 
-    report = delete(index, ids or [], sources or [], dry_run=dry_run)
-    if as_json:
-        out.print_json(json.dumps({**report.to_dict(), "dry_run": dry_run}, ensure_ascii=False))
-    else:
-        verb = "would remove" if dry_run else "removed"
-        removed = plural(len(report.removed), "document")
-        out.print(f"{verb} {removed} from {plain(str(index))}", highlight=False)
-        for doc_id in report.removed:
-            out.print(f"  {one_line(doc_id)}", highlight=False, markup=False)
-    for doc_id in report.not_found:
-        line = one_line(f"warning: {index}: no document with id {doc_id!r}")
-        err.print(line, highlight=False, markup=False)
-    if report.not_found:
-        raise typer.Exit(PARTIAL_EXIT)
+    with reporting_commits():  # Ctrl-C after the commit says what was committed
+        report = delete(index, ids or [], sources or [], dry_run=dry_run)
+        if as_json:
+            out.print_json(json.dumps({**report.to_dict(), "dry_run": dry_run}, ensure_ascii=False))
+        else:
+            verb = "would remove" if dry_run else "removed"
+            removed = plural(len(report.removed), "document")
+            out.print(f"{verb} {removed} from {plain(str(index))}", highlight=False)
+            for doc_id in report.removed:
+                out.print(f"  {one_line(doc_id)}", highlight=False, markup=False)
+        for doc_id in report.not_found:
+            line = one_line(f"warning: {index}: no document with id {doc_id!r}")
+            err.print(line, highlight=False, markup=False)
+        if report.not_found:
+            raise typer.Exit(PARTIAL_EXIT)

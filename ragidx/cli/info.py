@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from ragidx.cli.console import handle_errors, out
+from ragidx.cli.console import handle_errors, out, plain
 from ragidx.cli.options import DEFAULT_INDEX, Json
 from ragidx.embed.config import PoolingConfig
+from ragidx.index.backend import expected
 from ragidx.index.manifest import ExternalEncoderInfo, Manifest
 
 if TYPE_CHECKING:
@@ -31,7 +32,10 @@ def info_command(
     The manifest's model (name, revision, weights fingerprint, dimension, window, precision the
     document vectors were computed in, prompts),
     long-document policy and extension, FAISS factory, documents per embed mode, and the ragidx
-    version. --documents lists every document with its tokens and how it was embedded.
+    version. --documents lists every document with its tokens and how it was embedded. The search
+    backend (search_backend in --json: faiss-gpu, torch-cuda float32|float16 or faiss-cpu) is the
+    one a search would use on this machine, predicted without loading torch; query --json and the
+    server's /info report the one that searched.
 
     Exit status: 0 the manifest passes its checksum and every file it lists has its size and
     sha256; 1 the index is missing or damaged: the first problem, with what to do (after the
@@ -46,6 +50,7 @@ def info_command(
     if as_json:
         data = manifest.model_dump(mode="json")
         data["directory"] = str(index)
+        data["search_backend"] = expected(manifest.faiss)  # predicted without torch: ragidx.index.backend
         out.print_json(json.dumps(data, ensure_ascii=False))
     else:
         _summary(manifest, index)
@@ -55,7 +60,7 @@ def info_command(
 
 def _summary(manifest: Manifest, index: Path) -> None:
     enc, counts = manifest.encoder, manifest.counts
-    table = Table(title=f"ragidx index {index}", show_header=False, title_justify="left")
+    table = Table(title=f"ragidx index {plain(str(index))}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     external = isinstance(enc, ExternalEncoderInfo)
@@ -81,6 +86,7 @@ def _summary(manifest: Manifest, index: Path) -> None:
     rows = [
         *model_rows,
         ("faiss", f"{manifest.faiss.factory} ({manifest.metric}), gpu {manifest.faiss.gpu}"),
+        ("search backend", f"{expected(manifest.faiss)} (expected on this machine)"),
         ("lexical", _lexical(manifest, index)),
         ("documents", f"{counts.documents:,}"),
         ("embedded as", ", ".join(f"{n} {m}" for m, n in counts.by_mode.items()) or "-"),
@@ -90,8 +96,8 @@ def _summary(manifest: Manifest, index: Path) -> None:
         ("created", f"{manifest.created:%Y-%m-%d %H:%M:%S} UTC"),
         ("ragidx", manifest.ragidx_version),
     ]
-    for key, value in rows:
-        table.add_row(key, value)
+    for key, value in rows:  # names and prompts from the manifest: text, never markup
+        table.add_row(key, plain(value))
     out.print(table)
 
 
@@ -100,7 +106,8 @@ def _documents(index: Index, as_json: bool) -> None:
     if as_json:
         out.print_json(json.dumps(rows, ensure_ascii=False))
         return
-    table = Table(title=f"{len(rows)} documents in {index.directory}", title_justify="left")
+    title = f"{len(rows)} documents in {plain(str(index.directory))}"
+    table = Table(title=title, title_justify="left")
     for name, justify in (
         ("document", "left"),
         ("tokens", "right"),
@@ -112,9 +119,8 @@ def _documents(index: Index, as_json: bool) -> None:
     for row in rows:
         cut = row["n_tokens"] - row["n_embedded"]
         embedded = f"{row['n_embedded']:,}" + (f" [yellow](-{cut:,})[/]" if cut else "")
-        table.add_row(
-            row["doc_id"], f"{row['n_tokens']:,}", embedded, row["embed_mode"], str(row["n_vectors"])
-        )
+        doc_id, mode = plain(row["doc_id"]), plain(row["embed_mode"])  # document data: never markup
+        table.add_row(doc_id, f"{row['n_tokens']:,}", embedded, mode, str(row["n_vectors"]))
     out.print(table)
 
 

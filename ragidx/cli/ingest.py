@@ -33,8 +33,10 @@ from ragidx.cli.options import (
     IndexDir,
     Json,
 )
+from ragidx.cli.threads import apply_threads
 from ragidx.embed.config import EXTEND_MAX_TOKENS, EXTEND_TRADE_OFF, DocumentSource, LongDocConfig, Policy
-from ragidx.errors import ConfigError
+from ragidx.errors import ConfigError, reporting_commits
+from ragidx.read.formats import suffix_list
 
 if TYPE_CHECKING:
     from ragidx.ingestion.pipeline import IngestReport
@@ -88,7 +90,10 @@ def warn(line: str, console: Console = err) -> None:
 
 @handle_errors
 def ingest_command(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).", show_default=False)],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help=f"Files or folders (recursive) of {suffix_list()} files.", show_default=False),
+    ],
     index: IndexDir = Path(DEFAULT_INDEX),
     config: ConfigFile = None,
     model: Annotated[
@@ -201,6 +206,17 @@ def ingest_command(
     ] = None,
     device: Device = None,
     batch_size: Annotated[int | None, typer.Option(help="Windows per forward pass.")] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            "--threads",
+            min=0,
+            help="CPU threads torch embeds on (intra-op) and FAISS uses, in this process (default, or "
+            "0: torch's own, one per core). On a busy or shared machine fewer is often much faster: "
+            "1 or 2.",
+            show_default=False,
+        ),
+    ] = None,
     trust_remote_code: Annotated[
         bool,
         typer.Option(
@@ -231,7 +247,7 @@ def ingest_command(
     as_json: Json = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Ingest .txt .md .html .pdf files and BEIR .jsonl corpora into an index.
+    """Ingest files (every format PATHS lists; a .jsonl file is a BEIR corpus) into an index.
 
     Re-running on the same folder embeds only new or changed documents (content sha256), keeps
     unchanged ones and, with --prune, removes those whose file is gone. A killed ingest resumes
@@ -249,11 +265,16 @@ def ingest_command(
     With --engine ray, Ray Data reads and embeds the files on a cluster (one model per actor) and
     this process commits the same index, with the same ids, a local ingest would.
 
+    --threads N embeds on N CPU threads: torch's default, one per core, is often far slower on a
+    busy or shared machine, where each extra thread waits for a core (try 1 or 2).
+
     Exit status: 0 all ingested; 1 failed, nothing written; 2 bad settings; 3 committed, but some
     files were skipped (each named in a warning).
     """
     if engine is Engine.local and (ray_address or workers or gpus_per_worker):
         raise ConfigError("--ray-address, --workers and --gpus-per-worker need --engine ray")
+    if engine is Engine.ray and threads:
+        raise ConfigError("--threads sets this process's threads (--engine local); Ray actors use their CPUs")
     settings = ingest_settings(
         IngestFlags(
             config=config,
@@ -296,36 +317,39 @@ def ingest_command(
         TimeRemainingColumn(),
     )
     show = not (quiet or as_json) and err.is_terminal  # no bar in logs and pipes
-    with RichBar(*columns, console=err, transient=True, disable=not show) as bar:
-        if engine is Engine.ray:
-            from ragidx.ingestion.ray_engine import ingest_ray  # Ray is optional
+    with reporting_commits():  # Ctrl-C after the commit says what was committed
+        with RichBar(*columns, console=err, transient=True, disable=not show) as bar:
+            if engine is Engine.ray:
+                from ragidx.ingestion.ray_engine import ingest_ray  # Ray is optional
 
-            quiet_ray()
-            report = ingest_ray(
-                paths,
-                index,
-                settings,
-                address=ray_address,
-                workers=workers,
-                gpus_per_worker=gpus_per_worker,
-                progress=_Progress(bar),
-            )
+                quiet_ray()
+                report = ingest_ray(
+                    paths,
+                    index,
+                    settings,
+                    address=ray_address,
+                    workers=workers,
+                    gpus_per_worker=gpus_per_worker,
+                    progress=_Progress(bar),
+                )
+            else:
+                from ragidx.ingestion.pipeline import ingest  # torch, transformers
+
+                if threads:  # torch and FAISS are imported now: set directly (0, absent: their default)
+                    apply_threads(threads)
+                report = ingest(paths, index, settings, progress=_Progress(bar))
+        if as_json:
+            out.print_json(json.dumps(report.to_dict()))
         else:
-            from ragidx.ingestion.pipeline import ingest  # torch, transformers
+            _summary(report)
+        if report.cut:
+            from ragidx.index.manifest import Manifest
 
-            report = ingest(paths, index, settings, progress=_Progress(bar))
-    if as_json:
-        out.print_json(json.dumps(report.to_dict()))
-    else:
-        _summary(report)
-    if report.cut:
-        from ragidx.index.manifest import Manifest
-
-        warn(cut_warning(report, Manifest.read(index).long_doc))
-    if report.missing:
-        warn(missing_warning(report.missing, paths))
-    if report.skipped:
-        raise typer.Exit(PARTIAL_EXIT)
+            warn(cut_warning(report, Manifest.read(index).long_doc))
+        if report.missing:
+            warn(missing_warning(report.missing, paths))
+        if report.skipped:
+            raise typer.Exit(PARTIAL_EXIT)
 
 
 def cut_warning(report: IngestReport, long_doc: LongDocConfig) -> str:

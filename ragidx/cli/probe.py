@@ -18,6 +18,7 @@ from ragidx.embed.config import EncoderConfig
 from ragidx.embed.models import portable_command
 from ragidx.errors import ConfigError
 from ragidx.probe.report import ProbeResults
+from ragidx.read.formats import suffix_list
 
 probe_app = typer.Typer(
     help=(
@@ -49,7 +50,9 @@ Strategies = Annotated[
 Texts = Annotated[
     Path,
     typer.Option(
-        "--texts", "-t", help="A folder of .txt/.md/.html/.pdf files or a JSONL file ({_id, text})."
+        "--texts",
+        "-t",
+        help=f"A file or folder of {suffix_list('/')} files (a .jsonl file: one {{_id, text}} per line).",
     ),
 ]
 Out = Annotated[Path, typer.Option("--out", "-o", help="Folder for results.json, results.md and the PNGs.")]
@@ -78,7 +81,6 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 if TYPE_CHECKING:
     from ragidx.probe.run import ProbeInputs
-
 
 
 def _bar(quiet: bool, as_json: bool) -> RichBar:

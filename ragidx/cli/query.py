@@ -13,10 +13,8 @@ import json
 import sys
 import warnings
 from collections.abc import Iterator
-from dataclasses import replace
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -27,79 +25,15 @@ from ragidx.cli.options import DEFAULT_INDEX, BestChunks, Device, Hybrid, IndexD
 from ragidx.cli.threads import Threads, apply_threads
 from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.errors import ConfigError
-from ragidx.search.options import SearchOptions, Where
+from ragidx.search.filters import Filter
+from ragidx.search.options import LexicalWeight, Mode, Per, SearchKwargs, Sentences
 from ragidx.search.trec import read_queries, write_run
 
 if TYPE_CHECKING:
-    from ragidx.index.store import DocumentRecord
     from ragidx.search.retriever import SearchResult
 
 
-class Mode(StrEnum):
-    """How documents are ranked (``SearchOptions.mode``)."""
-
-    dense = "dense"
-    lexical = "lexical"
-    hybrid = "hybrid"
-
-
-class Sentences(StrEnum):
-    """How each result's matched sentence is chosen (``SearchOptions.sentences``)."""
-
-    dense = "dense"
-    lexical = "lexical"
-
-
-class Per(StrEnum):
-    """What is ranked (``SearchOptions.per``)."""
-
-    document = "document"
-    chunk = "chunk"
-
-
-RECORD_FIELDS = ("doc_id", "source", "title", "embed_mode")  # --where keys that are not metadata
-
-
-def where_filter(specs: list[str]) -> Where | None:
-    """``--where key=value`` (each must hold) as the Python API's ``where``: ``key`` is a metadata
-    key, or doc_id, source, title, embed_mode; a value matches a string equal to it, a number or
-    boolean written that way (``year=2009``, ``draft=true``), or a list holding such an element."""
-    pairs = []
-    for spec in specs:
-        key, equals, value = spec.partition("=")
-        if not equals or not key.strip():
-            raise ConfigError(
-                f"--where {spec}: give key=value, e.g. --where format=pdf (a metadata key, or "
-                f"{', '.join(RECORD_FIELDS)})"
-            )
-        pairs.append((key.strip(), value))
-    if not pairs:
-        return None
-
-    def accepts(record: DocumentRecord) -> bool:
-        return all(_holds(_field(record, key), value) for key, value in pairs)
-
-    return accepts
-
-
-_MISSING = object()
-
-
-def _field(record: DocumentRecord, key: str) -> object:
-    if key in record.metadata:
-        return record.metadata[key]
-    return getattr(record, key) if key in RECORD_FIELDS else _MISSING
-
-
-def _holds(actual: object, value: str) -> bool:
-    if isinstance(actual, list):
-        return any(_holds(item, value) for item in actual)
-    if isinstance(actual, str):
-        return actual == value
-    return actual is not _MISSING and json.dumps(actual) == value
-
-
-def _lexical_weight(value: str | None) -> float | Literal["rrf"] | None:
+def _lexical_weight(value: str | None) -> LexicalWeight | None:
     if value is None:
         return None
     if value == "rrf":
@@ -159,14 +93,15 @@ def query_command(
             help="document: each document once, by its best chunk; chunk: rank the chunks themselves "
             "(several of one document; by the vectors).",
         ),
-    ] = Per.document,
+    ] = "document",
     where: Annotated[
         list[str] | None,
         typer.Option(
             "--where",
-            help="Only documents with this metadata value, as key=value (repeat: all must hold); keys "
-            "are metadata keys (format, …) or doc_id, source, title, embed_mode; a filtered search "
-            "still returns k results when k match.",
+            help="Only documents where this holds (repeat: all must): key=value, key!=value, key>=value "
+            "(>, <, <=), 'key in (a, b)', 'key notin (a, b)'. Keys: doc_id, source (a glob on the path "
+            "or id), title, embed_mode, else metadata (a.b nested); a list holds a value when one element "
+            "is it; numbers compare as numbers. A filtered search still returns k results when k match.",
             show_default=False,
         ),
     ] = None,
@@ -175,8 +110,9 @@ def query_command(
         typer.Option(
             "--sentences",
             help="How each snippet's sentence is chosen: dense (the index's model compares the sentences "
-            "the question's words cannot tell apart, every result; by default up to 32 sentences, top "
-            "results first), lexical (the words alone: no model call; default for --queries).",
+            "the question's words cannot tell apart, every result), auto (the same within 32 sentences, top "
+            "results first: the default for one question), lexical (the words alone: no model call; default "
+            "for --queries).",
             show_default=False,
         ),
     ] = None,
@@ -202,7 +138,8 @@ def query_command(
     Examples:  ragidx query "how do bees communicate?" -k 5 ;
     ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3 ;
     ragidx query "waggle dance" --mode lexical ; ragidx query "bees" --lexical-weight rrf ;
-    ragidx query "bees" --per chunk --where format=markdown
+    ragidx query "bees" --per chunk --where format=markdown ;
+    ragidx query "bees" --where tags=bees --where "year>=2020" --where "source=docs/*.md"
     """
     if text is None and queries is None:
         raise ConfigError('give a query TEXT or --queries FILE, e.g. ragidx query "how do bees communicate?"')
@@ -211,37 +148,39 @@ def query_command(
     runtime = {"device": device, "model": model}
     encoder_config = EncoderConfig.model_validate({k: v for k, v in runtime.items() if v is not None})
     fused = None if hybrid is None else HybridConfig.model_validate(hybrid_fields(hybrid))
-    accepts = where_filter(where or [])
+    accepts = Filter.parse_cli(where or [])  # the filter language: ragidx.search.filters
     apply_threads(threads)
     from ragidx.index.directory import Index
-    from ragidx.search.retriever import Retriever
 
     opened = Index.open(index, encoder_config=encoder_config)
-    search = SearchOptions(
-        where=accepts,
-        per=per.value,
-        hybrid=fused,
-        best_chunks=best_chunks,
-        mode=None if mode is None else mode.value,
-        lexical_weight=_lexical_weight(lexical_weight),
-        sentences="auto" if sentences is None else sentences.value,  # one question: dense within a budget
-    )
+    search: SearchKwargs = {
+        "where": accepts if accepts else None,
+        "per": per,
+        "hybrid": fused,
+        "best_chunks": best_chunks,
+        "mode": mode,
+        "lexical_weight": _lexical_weight(lexical_weight),
+        "sentences": "auto" if sentences is None else sentences,  # one question: dense within a budget
+    }
     if text is not None:
         with _notes():
-            results = Retriever(opened).search_many([text], k, search)[0]
+            results = opened.search(text, k, **search)
         if as_json:
-            out.print_json(json.dumps([r.to_dict(with_text=with_text) for r in results], ensure_ascii=False))
+            backend = {"search_backend": opened.search_backend}  # what searched the vectors (None: none did)
+            hits = [{**r.to_dict(with_text=with_text), **backend} for r in results]
+            out.print_json(json.dumps(hits, ensure_ascii=False))
         else:
             _table(text, results)
         return
     assert queries is not None
     pairs = read_queries(queries)
-    batch = search if sentences else replace(search, sentences="lexical")  # a batch: by the words
+    batch: SearchKwargs = search if sentences else {**search, "sentences": "lexical"}  # a batch: by the words
     with _notes():
-        ranked = Retriever(opened).search_many([t for _, t in pairs], k, batch)
+        ranked = opened.search_many([t for _, t in pairs], k, **batch)
     if as_json:
+        backend = {"search_backend": opened.search_backend}
         payload = {
-            qid: [r.to_dict(with_text=with_text) for r in res]
+            qid: [{**r.to_dict(with_text=with_text), **backend} for r in res]
             for (qid, _), res in zip(pairs, ranked, strict=True)
         }
         out.print_json(json.dumps(payload, ensure_ascii=False))
@@ -257,16 +196,16 @@ def _table(query: str, results: list[SearchResult]) -> None:
     if not results:
         out.print("no results (the index is empty, or nothing matched --where)")
         return
-    title = Text(f"top {len(results)} for: {printable(query)}")
+    title = Text(f"top {len(results)} for: {one_line(query)}")
     table = Table(title=title, title_justify="left", expand=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("document", overflow="fold", ratio=1)
     table.add_column("snippet", ratio=3)
     for r in results:
-        where = Text(printable(r.doc_id))
+        where = Text(one_line(r.doc_id))
         if not r.source.endswith(r.doc_id):
-            where.append(f"\n{printable(r.source)}", style="dim")
+            where.append(f"\n{one_line(r.source)}", style="dim")
         how = r.embed_mode
         if r.chunk is not None:  # late chunks say so (e.g. "late+extend:pi chunk 3")
             how = (
@@ -280,22 +219,13 @@ def _table(query: str, results: list[SearchResult]) -> None:
             dense = "" if r.dense_score is None else f"dense {r.dense_score:.3f}, "
             how += f"\n{dense}bm25 {r.lexical_score:.2f}"
         for line in how.split("\n"):
-            where.append(f"\n{printable(line)}", style="dim")
+            where.append(f"\n{one_line(line)}", style="dim")
         table.add_row(str(r.rank), f"{r.score:.3f}", where, highlighted(r))
     out.print(table)
 
 
-def printable(text: str) -> str:
-    """``text`` safe for a terminal: every character Python deems unprintable (C0 and C1 controls,
-    ESC, DEL, bidirectional overrides, zero-width marks, line separators) escaped as ``\\x1b``,
-    ``\\u202e``; a space stays a space."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def highlighted(result: SearchResult) -> Text:
-    """The snippet as rich text: the matched sentence bold, the query's terms underlined (printable)."""
+    """The snippet as rich text: the matched sentence bold, the query's terms underlined (one line, safe)."""
     snippet, match = result.snippet, result.match
     styles = [""] * len(snippet)
     if match is not None:
@@ -309,7 +239,7 @@ def highlighted(result: SearchResult) -> Text:
     start = 0
     for at in range(1, len(snippet) + 1):
         if at == len(snippet) or styles[at] != styles[start]:
-            text.append(printable(snippet[start:at]), style=styles[start] or None)
+            text.append(one_line(snippet[start:at]), style=styles[start] or None)
             start = at
     return text
 

@@ -53,6 +53,28 @@ def serve_command(
             show_default=False,
         ),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Plain searches run at once (default 2).", show_default=False),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="Seconds a search may take, waiting included; past it the answer is 503 (default 10).",
+            show_default=False,
+        ),
+    ] = None,
+    work_budget: Annotated[
+        int | None,
+        typer.Option(
+            "--work-budget",
+            min=1,
+            help="The most work one search may ask for, in plain results (sentences dense: 100 each, "
+            "with_text: +1); more is refused with 422 (default 2000).",
+            show_default=False,
+        ),
+    ] = None,
     config: ConfigFile = None,
     model: Annotated[
         str | None,
@@ -66,22 +88,35 @@ def serve_command(
     server loads it and switches to it whole.
 
     POST /search with JSON {"text": "…", "k": 10, "mode": "hybrid", "per": "document", "where":
-    {"metadata": {"lang": "en"}}}; GET /health, GET /info; the API is described at /docs and
+    {"lang": "en"}}; GET /health, GET /info; the API is described at /docs and
     /openapi.json. It listens on 127.0.0.1 only: for other hosts, put a reverse proxy with TLS and
-    authentication in front (see the README).
+    authentication in front (see the README). Every request is bounded (GET /info lists the limits):
+    searches run --workers at a time, heavy ones apart; one over --work-budget is refused (422), one
+    past --timeout or beyond a full queue is answered 503 with Retry-After.
 
     Examples:  ragidx serve --index my-index ;  ragidx serve -i my-index --port 9000 --threads 2 ;
     curl -s localhost:8000/search -H 'content-type: application/json' -d '{"text": "bees", "k": 3}'
     """
     settings = (
         RagidxConfig.load(config)
-        .override(serve={"host": host, "port": port, "threads": threads, "reload_interval": reload_interval})
+        .override(
+            serve={
+                "host": host,
+                "port": port,
+                "threads": threads,
+                "reload_interval": reload_interval,
+                "workers": workers,
+                "timeout": timeout,
+                "work_budget": work_budget,
+            }
+        )
         .serve
     )
     try:
         import uvicorn
 
         from ragidx.integrations.server import LiveIndex, create_app
+        from ragidx.integrations.server.limits import Limits
     except ImportError as exc:
         raise ConfigError(
             f"ragidx serve needs FastAPI and uvicorn ({exc}): pip install 'ragidx[serve]'"
@@ -108,7 +143,7 @@ def serve_command(
     )
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(live, threads=used),
+            create_app(live, threads=used, limits=Limits.from_options(settings)),
             host=settings.host,
             port=bound_port,
             log_level="warning" if quiet else "info",

@@ -16,12 +16,12 @@ Owns :class:`EncoderConfig` (which model, device, precision, window and batching
 Context-extension methods hook in here: they change position ids and attention, never the weights
 on disk.
 
-Precision (``dtype = "auto"``): bfloat16 (or float16) on a GPU; on a CPU, bfloat16 where the CPU
-has AMX (:func:`cpu_bfloat16`: Intel Xeon 4th generation and later), whose bfloat16 matmuls made
-all-MiniLM-L6-v2 and multilingual-e5-small 2.4× float32 at minimum cosine 0.9999 and QMSum nDCG@10
-within 0.1 (benchmarks/README.md, ``cpu_backends.py``), float32 elsewhere (a CPU without native
-bfloat16 matmuls runs it slower than float32). ``$RAGIDX_CPU_BFLOAT16`` = 1 or 0 overrides the
-detection; ``dtype = "float32"`` keeps float32 everywhere.
+Precision (``dtype = "auto"``): bfloat16 (or float16) on a GPU; on a CPU, bfloat16 where a short
+probe at first use measured it faster than float32 at a minimum cosine of 0.99
+(:func:`ragidx.embed.precision.cpu_bfloat16`, cached per CPU model and torch version): 2.4× float32
+on an Intel Xeon with AMX, 1.5× on an AMD EPYC with AVX512-BF16, at minimum cosine 0.9999 and QMSum
+nDCG@10 within 0.1 (benchmarks/README.md, ``cpu_backends.py``); float32 where bfloat16 is emulated.
+``$RAGIDX_CPU_BFLOAT16`` = 1 or 0 overrides the probe; ``dtype = "float32"`` keeps float32 everywhere.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,9 @@ from ragidx.embed.config import EncoderConfig, ExtensionConfig, LongDocConfig, P
 from ragidx.embed.extension import Extension
 from ragidx.embed.models import ModelFolder, resolve_model
 from ragidx.embed.pooling import pool
-from ragidx.errors import ConfigError, ModelError
+from ragidx.embed.precision import CPU_BFLOAT16_ENV as CPU_BFLOAT16_ENV  # re-exported: the setting's name
+from ragidx.embed.precision import cpu_bfloat16
+from ragidx.errors import ModelError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -179,15 +180,15 @@ class Encoder:
     # ----------------------------------------------------------------------------- tokens
     def tokenize(self, text: str, role: Role = "document") -> Tokens:
         """Tokenize ``prompt + text`` once (exactly as the model would see a short text)."""
+        return self.tokenize_many([text], role)[0]
+
+    def tokenize_many(self, texts: Sequence[str], role: Role = "document") -> list[Tokens]:
+        """:meth:`tokenize` of each text, in one call of a fast tokenizer (its Rust batch, without
+        the GIL: the ingest's prefetch thread tokenizes beside the main thread); the same
+        :class:`Tokens` as one call per text."""
+        if not texts:
+            return []
         prompt = self.prompts[role]
-        encoded = self.tokenizer(
-            prompt + text,
-            add_special_tokens=False,
-            return_offsets_mapping=bool(self.tokenizer.is_fast),
-            return_attention_mask=False,
-            verbose=False,
-        )
-        ids: list[int] = list(encoded["input_ids"])
         sentence = self.pooling.selection == "lmk" and self.pooling.landmark_placement == "sentence"
         if sentence and not self.tokenizer.is_fast:  # (sentence_grouped falls back to every g tokens)
             raise ModelError(
@@ -196,21 +197,59 @@ class Encoder:
             )
         if not self.tokenizer.is_fast:
             n_prompt = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-            return Tokens(prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=None)
-        offsets = [(int(s), int(e)) for s, e in encoded["offset_mapping"]]
+            out = []
+            for text in texts:
+                ids = list(
+                    self.tokenizer(prompt + text, add_special_tokens=False, verbose=False)["input_ids"]
+                )
+                out.append(Tokens(prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=None))
+            return out
+        inputs = [prompt + text for text in texts]
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None and backend.truncation is None and backend.padding is None:
+            # the Rust tokenizer itself (what transformers calls, without its per-text dictionaries);
+            # a tokenizer.json that truncates or pads (128 tokens for all-MiniLM-L6-v2) goes through
+            # transformers, whose call turns both off for good (the encoder's first call does)
+            encodings = backend.encode_batch(inputs, add_special_tokens=False)
+            pairs = [(e.ids, e.offsets) for e in encodings]
+        else:
+            encoded = self.tokenizer(
+                inputs,
+                add_special_tokens=False,
+                return_offsets_mapping=True,
+                return_attention_mask=False,
+                verbose=False,
+            )
+            pairs = list(zip(encoded["input_ids"], encoded["offset_mapping"], strict=True))
+        return [
+            self._tokens(text, prompt, ids, offsets)
+            for text, (ids, offsets) in zip(texts, pairs, strict=True)
+        ]
+
+    def _tokens(self, text: str, prompt: str, ids: list[int], offsets: list[tuple[int, int]]) -> Tokens:
+        """A fast tokenizer's ids and character offsets of ``prompt + text`` as :class:`Tokens`
+        (content offsets relative to ``text``)."""
         # A token belongs to the prompt when it ends inside it; a token straddling the boundary
         # (SentencePiece's "▁word") is content.
         n_prompt = 0
         while n_prompt < len(ids) and 0 < offsets[n_prompt][1] <= len(prompt):
             n_prompt += 1
         shift = len(prompt)
-        content_offsets = [(max(s - shift, 0), max(e - shift, 0)) for s, e in offsets[n_prompt:]]
+        if shift:
+            content_offsets = [
+                (s - shift if s > shift else 0, e - shift if e > shift else 0) for s, e in offsets[n_prompt:]
+            ]
+        else:  # the tokenizer's own (start, end) pairs of Python ints, offsets of ``text`` already
+            content_offsets = offsets if n_prompt == 0 else offsets[n_prompt:]
         ends: tuple[int, ...] = ()
         if self.pooling.sentence_landmarks:
             grouped = self.pooling.landmark_placement == "sentence_grouped"
             ends = (_sentence_ends if grouped else _split_sentence_ends)(text, content_offsets)
         return Tokens(
-            prompt_ids=ids[:n_prompt], ids=ids[n_prompt:], offsets=content_offsets, sentence_ends=ends
+            prompt_ids=ids[:n_prompt],
+            ids=ids if n_prompt == 0 else ids[n_prompt:],
+            offsets=content_offsets,
+            sentence_ends=ends,
         )
 
     def content_budget(self, tokens: Tokens, extended: bool = False) -> int:
@@ -321,12 +360,29 @@ class Encoder:
         out = np.zeros((len(windows), self.dim), dtype=np.float32)
         self._check_lengths(windows)
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids), reverse=True)
+        # each batch's vectors are copied back while the next batch runs (on a GPU the CPU builds
+        # and launches batch k + 1 before it waits for batch k): one code path on every device
+        waiting: tuple[list[int], _HostCopy] | None = None
         for batch in self._batches(order, windows):
-            vectors = self._forward([windows[i] for i in batch], normalize, role)
-            out[batch] = vectors
-            if on_batch is not None:
-                on_batch(sum(len(windows[i].input_ids) for i in batch))
+            copy = self._launch([windows[i] for i in batch], normalize, role)
+            if waiting is not None:
+                self._collect(out, *waiting, windows, on_batch)
+            waiting = (batch, copy)
+        if waiting is not None:
+            self._collect(out, *waiting, windows, on_batch)
         return out
+
+    @staticmethod
+    def _collect(
+        out: np.ndarray,
+        batch: list[int],
+        copy: _HostCopy,
+        windows: Sequence[Window],
+        on_batch: Callable[[int], None] | None,
+    ) -> None:
+        out[batch] = copy.result()
+        if on_batch is not None:
+            on_batch(sum(len(windows[i].input_ids) for i in batch))
 
     def embed(self, texts: Sequence[str], role: Role = "query") -> tuple[np.ndarray, int]:
         """Embed short texts (queries) one window each; returns vectors and how many were cut.
@@ -396,16 +452,33 @@ class Encoder:
         self._check_lengths(windows)
         out: list[np.ndarray] = [np.zeros((0, self.hidden_size), dtype=np.float32)] * len(windows)
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids), reverse=True)
+        waiting: tuple[list[int], _HostCopy] | None = None
+
+        def collect(batch: list[int], copy: _HostCopy) -> None:
+            sums = copy.result()  # every window's segment sums of the batch, one after the other
+            at = 0
+            for i in batch:
+                if segments[i]:
+                    out[i] = sums[at : at + len(segments[i])]
+                    at += len(segments[i])
+            if on_batch is not None:
+                on_batch(sum(len(windows[i].input_ids) for i in batch))
+
         for batch in self._batches(order, windows):
             with torch.inference_mode():
                 hidden, *_ = self._hidden([windows[i] for i in batch])
-                for row, i in enumerate(batch):
-                    if segments[i]:
-                        states = hidden[row].float()
-                        sums = torch.stack([states[lo:hi].sum(dim=0) for lo, hi in segments[i]])
-                        out[i] = sums.cpu().numpy().astype(np.float32, copy=False)
-            if on_batch is not None:
-                on_batch(sum(len(windows[i].input_ids) for i in batch))
+                sums = [
+                    _segment_sums(hidden[row].float(), segments[i])
+                    for row, i in enumerate(batch)
+                    if segments[i]
+                ]
+                empty = torch.zeros((0, self.hidden_size), device=hidden.device)
+                copy = _HostCopy.start(torch.cat(sums) if sums else empty)
+            if waiting is not None:
+                collect(*waiting)
+            waiting = (batch, copy)
+        if waiting is not None:
+            collect(*waiting)
         return out
 
     def project(self, pooled: np.ndarray) -> np.ndarray:
@@ -462,14 +535,25 @@ class Encoder:
         """Right-padded ``input_ids`` and ``attention_mask`` (batch, longest) and the content starts
         (batch,) of ``windows``, on ``device`` (default: the model's)."""
         device = self.device if device is None else device
-        longest = max(len(w.input_ids) for w in windows)
-        ids = torch.full((len(windows), longest), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(windows), longest), dtype=torch.long)
+        lengths = np.fromiter((len(w.input_ids) for w in windows), np.int64, len(windows))
+        longest = int(lengths.max())
+        # on a GPU: page-locked host tensors, copied without blocking the CPU (the copy is queued
+        # on the stream before the forward pass that reads it)
+        pinned = device.type == "cuda"
+        ids = torch.empty((len(windows), longest), dtype=torch.long, pin_memory=pinned)
+        mask = torch.empty((len(windows), longest), dtype=torch.long, pin_memory=pinned)
+        starts = torch.empty(len(windows), dtype=torch.long, pin_memory=pinned)
+        host_ids = ids.numpy()
+        host_ids.fill(self.pad_id)
         for row, w in enumerate(windows):
-            ids[row, : len(w.input_ids)] = torch.tensor(w.input_ids)
-            mask[row, : len(w.input_ids)] = 1
-        starts = torch.tensor([w.content_start for w in windows])
-        return ids.to(device), mask.to(device), starts.to(device)
+            host_ids[row, : len(w.input_ids)] = w.input_ids
+        mask.numpy()[:] = np.arange(longest) < lengths[:, None]
+        starts.numpy()[:] = [w.content_start for w in windows]
+        return (
+            ids.to(device, non_blocking=pinned),
+            mask.to(device, non_blocking=pinned),
+            starts.to(device, non_blocking=pinned),
+        )
 
     def _tuned_position_ids(self, mask: torch.Tensor) -> dict[str, torch.Tensor]:
         """A position-tuned model's ids: ``0, s, 2s, …`` for rows within the original window (the
@@ -508,9 +592,13 @@ class Encoder:
 
     @torch.inference_mode()
     def _forward(self, windows: Sequence[Window], normalize: bool, role: Role = "document") -> np.ndarray:
+        return self._launch(windows, normalize, role).result()
+
+    @torch.inference_mode()
+    def _launch(self, windows: Sequence[Window], normalize: bool, role: Role = "document") -> _HostCopy:
+        """Run one batch and start copying its vectors to the host (see :class:`_HostCopy`)."""
         hidden, ids, mask, starts = self._hidden(windows, role)
-        vectors = self.pool_states(hidden, ids, mask, starts, normalize)
-        return vectors.cpu().numpy().astype(np.float32, copy=False)
+        return _HostCopy.start(self.pool_states(hidden, ids, mask, starts, normalize))
 
     def _selected(self, ids: torch.Tensor, mask: torch.Tensor, starts: torch.Tensor) -> torch.Tensor | None:
         """Which tokens the selection pooling averages: landmarks, [CLS] tokens, or every k-th."""
@@ -540,6 +628,40 @@ class Encoder:
         if self.folder.dense:
             return self.folder.dense[-1].out_features
         return int(self.model.config.hidden_size) * len(self.pooling.modes)
+
+
+@dataclass(frozen=True)
+class _HostCopy:
+    """A batch's result on its way to the host: on a GPU a non-blocking copy into page-locked
+    memory and the CUDA event that marks it done, so the CPU prepares and launches the next batch
+    before it waits; on the CPU the tensor itself (nothing to wait for)."""
+
+    host: torch.Tensor
+    done: torch.cuda.Event | None = None
+
+    @classmethod
+    def start(cls, result: torch.Tensor) -> _HostCopy:
+        result = result.float()
+        if result.device.type != "cuda":
+            return cls(result.cpu())
+        host = torch.empty(result.shape, dtype=result.dtype, pin_memory=True)
+        stream = torch.cuda.current_stream(result.device)  # the copy's (the thread's device may differ)
+        host.copy_(result, non_blocking=True)
+        done = torch.cuda.Event()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+        done.record(stream)
+        return cls(host, done)
+
+    def result(self) -> np.ndarray:
+        """The result as float32 (waiting for the copy; page-locked memory is not handed out)."""
+        if self.done is None:
+            return self.host.numpy()
+        self.done.synchronize()
+        return self.host.numpy().copy()
+
+
+def _segment_sums(states: torch.Tensor, segments: Sequence[tuple[int, int]]) -> torch.Tensor:
+    """The sums of ``states`` (seq, hidden) over each ``[lo, hi)`` of ``segments``."""
+    return torch.stack([states[lo:hi].sum(dim=0) for lo, hi in segments])
 
 
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s|$)|\n")
@@ -625,25 +747,6 @@ def _pick_dtype(name: str, device: torch.device, backend: str = "torch") -> torc
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if device.type == "cpu" and cpu_bfloat16() else torch.float32
-
-
-CPU_BFLOAT16_ENV = "RAGIDX_CPU_BFLOAT16"
-
-
-def cpu_bfloat16() -> bool:
-    """Whether ``dtype = "auto"`` runs bfloat16 on this CPU (see the module docstring): where it
-    has AMX tiles and AVX512-BF16, unless ``$RAGIDX_CPU_BFLOAT16`` says 1 or 0."""
-    value = os.environ.get(CPU_BFLOAT16_ENV, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    if value:
-        raise ConfigError(f"${CPU_BFLOAT16_ENV} = {value!r}: use 1 (bfloat16 on the CPU) or 0 (float32)")
-    probes = [
-        getattr(torch.cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    ]
-    return all(probe is not None and bool(probe()) for probe in probes)
 
 
 def _load(

@@ -1,12 +1,17 @@
 """ONNX Runtime for the windows the model's own window holds (``EncoderConfig.backend = "onnx"``).
 
-The transformer is exported once per model (its weights fingerprint) to ONNX, with
-``torch.onnx.export``, into a cache folder outside any repository (``$RAGIDX_ONNX_CACHE``, default
-``~/.cache/ragidx/onnx/<fingerprint>-r<recipe>/``), and run by ONNX Runtime on the CPU with its
-full graph optimisations (fused attention, bias + GELU, skip + layer norm). The encoder keeps the
-torch model beside it: windows longer than the model's window (context extension), TempScale
-(τ ≠ 1) and position-tuned models run on torch, so every long-document policy keeps working and
-gives the same vectors it gives on torch for those windows.
+The transformer is exported once per model to ONNX, with ``torch.onnx.export``, into a cache
+folder outside any repository (``$RAGIDX_ONNX_CACHE``, default ``~/.cache/ragidx/onnx/<key>/``), and
+run by ONNX Runtime on the CPU with its full graph optimisations (fused attention, bias + GELU,
+skip + layer norm). The encoder keeps the torch model beside it: windows longer than the model's
+window (context extension), TempScale (τ ≠ 1) and position-tuned models run on torch, so every
+long-document policy keeps working and gives the same vectors it gives on torch for those windows.
+
+The export is always made from a float32 CPU copy of the loaded model, whatever its dtype: a graph
+traced from a bfloat16 model holds bfloat16 ``Add`` nodes, which ONNX Runtime's CPU provider cannot
+run (``Could not find an implementation for Add(14)``). The cache key (:func:`cache_key`) is the
+weights' fingerprint, the recipe, the dtype the loaded model had (a bfloat16 model's weights are
+rounded, so its float32 copy is another model) and the torch and onnx versions that exported it.
 
 Two precisions:
 
@@ -27,6 +32,8 @@ Needs the ``onnx`` extra (``onnxruntime`` and ``onnx``); loading without it is a
 
 from __future__ import annotations
 
+import copy
+import importlib.metadata
 import inspect
 import logging
 import os
@@ -47,10 +54,33 @@ if TYPE_CHECKING:
 
 OnnxPrecision = Literal["float32", "int8"]
 # Bump when the export or the quantization recipe changes: older files are then not reused.
-RECIPE = 1
+# 2: exported from a float32 copy, keyed by the source dtype and the torch and onnx versions.
+RECIPE = 2
 CACHE_ENV = "RAGIDX_ONNX_CACHE"
 INSTALL_HINT = "pip install 'ragidx[onnx]' (onnxruntime and onnx), or use backend torch"
 _OPSET = 17
+
+
+def cache_key(folder: ModelFolder, model: torch.nn.Module) -> str:
+    """The cache folder's name for ``model`` loaded from ``folder`` (see the module docstring), e.g.
+    ``<fingerprint>-r2-bfloat16-torch2.13.0-onnx1.23.2``."""
+    return (
+        f"{folder.fingerprint()}-r{RECIPE}-{_dtype_name(model)}"
+        f"-torch{torch.__version__.split('+')[0]}-onnx{_version('onnx')}"
+    )
+
+
+def _dtype_name(model: torch.nn.Module) -> str:
+    """The dtype of ``model``'s floating-point weights (``mixed`` when they differ)."""
+    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    return str(dtypes.pop()).removeprefix("torch.") if len(dtypes) == 1 else "mixed"
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
 
 def cache_root() -> Path:
@@ -78,9 +108,10 @@ class OnnxModel:
         cls, folder: ModelFolder, model: PreTrainedModel, precision: OnnxPrecision, root: Path | None = None
     ) -> OnnxModel:
         """The session for ``folder``'s model at ``precision``, exporting (and quantizing) it into
-        the cache on first use. ``model`` is the loaded torch model, exported as it is (float32)."""
+        the cache on first use. ``model`` is the loaded torch model, exported from a float32 CPU
+        copy whatever its dtype and device (see the module docstring)."""
         _onnxruntime()
-        base = (root or cache_root()) / f"{folder.fingerprint()}-r{RECIPE}"
+        base = (root or cache_root()) / cache_key(folder, model)
         exported = base / "model.onnx"
         if not exported.is_file():
             export(model, exported)
@@ -125,7 +156,9 @@ def export(model: PreTrainedModel, path: Path) -> None:
     """Export ``model``'s transformer to ``path`` (written to a temporary name, then renamed):
     inputs ``input_ids``, ``attention_mask`` (and ``token_type_ids`` where the model takes them),
     batch and sequence dynamic; output ``last_hidden_state``. The trace runs eager attention on a
-    padded batch, so the graph masks padding whatever the loaded model's attention kernel."""
+    padded batch, so the graph masks padding whatever the loaded model's attention kernel. A model
+    that is not float32 on the CPU is exported from a float32 CPU copy (``model`` is left as it is)."""
+    model = float32_copy(model)
     token_types = "token_type_ids" in inspect.signature(model.forward).parameters
     names = ["input_ids", "attention_mask", *(["token_type_ids"] if token_types else [])]
     ids = torch.full((2, 16), 5, dtype=torch.long)
@@ -166,6 +199,20 @@ def export(model: PreTrainedModel, path: Path) -> None:
         if previous is not None:
             config._attn_implementation = previous
         Path(temporary).unlink(missing_ok=True)
+
+
+def float32_copy(model: PreTrainedModel) -> PreTrainedModel:
+    """``model`` itself when every weight and buffer is float32 (or integer) on the CPU, else a
+    float32 CPU copy of it (``model`` is not changed)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    if all(
+        t.device.type == "cpu" and (t.dtype == torch.float32 or not t.is_floating_point()) for t in tensors
+    ):
+        return model
+    twin = copy.deepcopy(model)
+    # transformers wraps PreTrainedModel.to in functools.wraps, whose stub type leaves self unbound
+    twin.to(device="cpu", dtype=torch.float32)  # type: ignore[call-arg]
+    return twin
 
 
 def quantize(source: Path, path: Path, intermediate_size: int) -> None:

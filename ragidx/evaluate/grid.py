@@ -82,8 +82,8 @@ class EvalGrid(BaseModel):
     device: str = "auto"
     dtype: DTypeName = Field(
         "auto",
-        description="weights and activations (auto: bfloat16/float16 on CUDA, bfloat16 on an AMX CPU, "
-        "else float32; int8: backend onnx)",
+        description="weights and activations (auto: bfloat16/float16 on CUDA, bfloat16 on a CPU where "
+        "it measured faster, else float32; int8: backend onnx)",
     )
     backend: Backend = Field(
         "torch", description="torch, or onnx: ONNX Runtime on the CPU (float32 or int8, ragidx.embed.onnx)"

@@ -191,6 +191,7 @@ def evaluate_one(
                 best=long_doc.best_chunks,
                 tune_hybrid=strategy.fusion == "auto",
                 lexical=fusion,
+                device=str(encoder.device) if encoder.device.type == "cuda" else None,  # scoring on the GPU
             )
             for name, chosen in tuned.items():
                 tuning.setdefault(name, {})[group.name] = chosen

@@ -1,6 +1,11 @@
 """Scoring an evaluation's documents against its queries: exact inner product over every vector,
 and BM25.
 
+The products run in numpy, or with ``device`` (the runner passes the encoder's CUDA device) in
+torch on that device, in blocks of queries (at most ``SCORE_BLOCK_BYTES`` of scores at a time),
+each document's best vector taken there too: the same scores up to the last bit of the summation
+order (full float32, TF32 off), so the same rankings but where two documents' scores are that close.
+
 A chunked document scores by its best chunk (max-sim, as ``ragidx.search.retriever`` does;
 ``+best:N``: the mean of its N best), fused with its document vector's cosine for a hybrid
 (``ragidx.search.fusion``); :func:`search` keeps each query's top documents.
@@ -42,27 +47,71 @@ if TYPE_CHECKING:
 __all__ = ["TOP_K", "LexicalFusion", "bm25_rankings", "fused_rankings", "rank", "scores", "search"]
 
 TOP_K = 100
+SCORE_BLOCK_BYTES = 256 << 20  # torch scoring: the (queries × vectors) float32 scores of one block
 Ranking = list[tuple[str, float]]
 
 
 def scores(
-    queries: np.ndarray, docs: Embedded, hybrid: HybridConfig | None = None, best: int | None = None
+    queries: np.ndarray,
+    docs: Embedded,
+    hybrid: HybridConfig | None = None,
+    best: int | None = None,
+    device: str | None = None,
 ) -> np.ndarray:
     """(n queries, n docs) document scores: best vector (max-sim; ``best``: the mean of the best N),
-    fused with the document vector's cosine for a hybrid (``ragidx.search.fusion``)."""
-    chunk, document = _levels(queries, docs, best)
+    fused with the document vector's cosine for a hybrid (``ragidx.search.fusion``); ``device``:
+    the products in torch there (see the module docstring)."""
+    chunk, document = _levels(queries, docs, best, device)
     if hybrid is None or document is None:
         return chunk
     return fuse(document, chunk, hybrid)
 
 
 def _levels(
-    queries: np.ndarray, docs: Embedded, best: int | None = None
+    queries: np.ndarray, docs: Embedded, best: int | None = None, device: str | None = None
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(n queries, n docs) best-vector cosines (``best``: the mean of the N best), and the document
-    vectors' cosines (hybrid only)."""
+    vectors' cosines (hybrid only); ``device``: computed in torch there."""
+    if device is not None:
+        return _levels_torch(queries, docs, best, device)
     chunk = best_mean(queries @ docs.vectors.T, docs.starts, best)
     return chunk, None if docs.documents is None else queries @ docs.documents.T
+
+
+def _levels_torch(
+    queries: np.ndarray, docs: Embedded, best: int | None, device: str
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`_levels` with the products in torch on ``device``, a block of queries at a time (at
+    most ``SCORE_BLOCK_BYTES`` of scores); max-sim per document reduced on the device, the mean of
+    the best N (``best`` above 1) by :func:`best_mean` on the host from the block's scores."""
+    import torch
+
+    from ragidx.index.torch_search import ieee_float32
+
+    where = torch.device(device)
+    n_vectors, n_docs = len(docs.vectors), len(docs.starts)
+    starts = np.asarray(docs.starts, dtype=np.int64)
+    owner = np.repeat(np.arange(n_docs), np.diff(np.append(starts, n_vectors)))  # each vector's document
+    max_sim = best is None or best == 1
+    chunk = np.empty((len(queries), n_docs), dtype=np.float32 if max_sim else np.float64)
+    batch = max(1, SCORE_BLOCK_BYTES // (4 * max(n_vectors, 1)))
+    with ieee_float32(where), torch.inference_mode():
+        vectors = torch.as_tensor(np.ascontiguousarray(docs.vectors, dtype=np.float32)).to(where)
+        q = torch.as_tensor(np.ascontiguousarray(queries, dtype=np.float32)).to(where)
+        index = torch.as_tensor(owner, device=where)
+        for start in range(0, len(queries), batch):
+            block = q[start : start + batch] @ vectors.T
+            if max_sim:
+                top = torch.full((len(block), n_docs), -torch.inf, device=where)
+                top.scatter_reduce_(1, index.expand(len(block), -1), block, reduce="amax")
+                chunk[start : start + batch] = top.cpu().numpy()
+            else:
+                chunk[start : start + batch] = best_mean(block.cpu().numpy(), starts, best)
+        document = None
+        if docs.documents is not None:
+            documents = torch.as_tensor(np.ascontiguousarray(docs.documents, dtype=np.float32)).to(where)
+            document = (q @ documents.T).cpu().numpy()
+    return chunk, document
 
 
 def search(
@@ -71,9 +120,10 @@ def search(
     k: int = TOP_K,
     hybrid: HybridConfig | None = None,
     best: int | None = None,
+    device: str | None = None,
 ) -> list[list[tuple[str, float]]]:
     """Top-k documents per query by :func:`scores`. Ties keep corpus order."""
-    return _top(scores(queries, docs, hybrid, best), docs, k)
+    return _top(scores(queries, docs, hybrid, best, device), docs, k)
 
 
 def _top(per_doc: np.ndarray, docs: Embedded, k: int = TOP_K) -> list[list[tuple[str, float]]]:
@@ -141,16 +191,17 @@ def rank(
     best: int | None = None,
     tune_hybrid: bool = False,
     lexical: LexicalFusion | None = None,
+    device: str | None = None,
 ) -> tuple[list[Ranking], dict[str, dict[str, Any]]]:
     """Every query's top documents for a dense strategy (``hybrid``: fused with the document vector,
     ``best``: best-N chunk means), fused with BM25 when ``lexical`` says so; and what
     cross-validation chose where a weight is tuned (``tune_hybrid``: ``hybrid:auto``'s document
     weight; ``lexical.tune``: ``bm25:auto``'s BM25 weight), as ``{"hybrid_tuning": {...},
     "lexical_tuning": {...}}``: each fold's weight and the weight on all queries. Both tuned: every
-    pair of weights is a choice."""
+    pair of weights is a choice. ``device``: the products in torch there (the module docstring)."""
     if lexical is not None and lexical.scores.doc_ids != docs.doc_ids:
         raise ValueError("BM25 and dense scores of different documents")
-    chunk, document = _levels(queries, docs, best)
+    chunk, document = _levels(queries, docs, best, device)
     if tune_hybrid and document is None:
         raise ValueError("hybrid:auto needs document vectors")
     fusions: Sequence[HybridConfig | None] = (

@@ -7,7 +7,8 @@
 * :mod:`~ragidx.index.config`, :mod:`~ragidx.index.faiss_index`, :mod:`~ragidx.index.shards`
   — FAISS settings (faiss-free), one FAISS file, sharded FAISS files;
 * :mod:`~ragidx.index.lock` — the writer lock;
-* :mod:`~ragidx.index.verify` — ``ragidx verify``: check every file against the manifest;
+* :mod:`~ragidx.index.verify` — ``ragidx verify``: check every file against the manifest; and
+  ``--repair``, from what :mod:`~ragidx.index.salvage` still reads of a damaged generation;
 * :mod:`~ragidx.index.delete` — remove documents.
 
 Imports read and embed settings only; the encoder (torch) is loaded when a search needs it.

@@ -16,7 +16,17 @@ class FaissConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     factory: str = Field("Flat", description="FAISS factory string, e.g. Flat, HNSW32, IVF256,Flat")
-    gpu: Literal["auto", "never", "always"] = Field("auto", description="search on a GPU clone")
+    gpu: Literal["auto", "never", "always"] = Field(
+        "auto",
+        description="search on a GPU: faiss-gpu's clone, else torch on CUDA for Flat indexes "
+        "(ragidx.index.backend); never: faiss on the CPU; always: fail without a GPU path",
+    )
+    gpu_dtype: Literal["float32", "float16"] = Field(
+        "float32",
+        exclude_if=lambda value: value == "float32",  # manifests read and write as before
+        description="torch GPU search of a Flat index: float32 (FAISS Flat's results) or float16 "
+        "(half the GPU memory, faster; recall in benchmarks/README.md)",
+    )
     search_params: str = Field("", description="FAISS search parameters, e.g. 'nprobe=32' or 'efSearch=128'")
     shards: int = Field(1, ge=1, description="split vectors over this many FAISS files (ragidx.index.shards)")
 

@@ -46,6 +46,7 @@ vectors its caller embeds (:meth:`Index.search_by_vectors`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -57,7 +58,14 @@ import numpy as np
 from ragidx import __version__, faults
 from ragidx.embed.config import EncoderConfig, LongDocConfig
 from ragidx.embed.pooling import l2_normalize
-from ragidx.errors import IndexFormatError, ModelError, RagidxError
+from ragidx.errors import (
+    IndexFormatError,
+    InputError,
+    InterruptedAfterCommit,
+    ModelError,
+    RagidxError,
+    note_commit,
+)
 from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.faiss_index import FaissIndex
 from ragidx.index.lexical import LexicalIndex, analyse
@@ -75,12 +83,13 @@ from ragidx.index.manifest import (
     repair_hint,
     write_atomic,
 )
+from ragidx.index.salvage import block_checks
 from ragidx.index.shards import VectorIndex, create_vectors, vectors_from_bytes
 from ragidx.index.store import DOCUMENT_LEVEL, DocumentRecord, Store, VectorRecord
 
 if TYPE_CHECKING:
     from ragidx.embed.encoder import Encoder
-    from ragidx.search.options import SearchKwargs
+    from ragidx.search.options import Mode, SearchKwargs
     from ragidx.search.retriever import SearchResult
 
 Level = Literal["chunk", "document"]  # a hybrid index's two levels of vectors
@@ -88,6 +97,9 @@ DATA_FILE = re.compile(r"^(vectors|documents|chunks|lexical)-(\d{6})(?:-s\d{3}|-
 LEXICAL_KEY = "lexical"  # manifest key of the BM25 index (ragidx.index.lexical)
 STAGING_NAME = ".ragidx-staging"  # an interrupted ingest's checkpoints (ragidx.ingestion.checkpoints)
 DOCUMENT_KEY = "faiss.document"  # manifest key of a hybrid index's document-level FAISS file
+# What a document id may not hold: the characters ingest refuses in ids (ragidx.read.document's
+# control_character, which this stage may not import): C0 and C1 controls, DEL, U+2028, U+2029
+ID_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class Index:
@@ -275,7 +287,9 @@ class Index:
     ) -> list[SearchResult]:
         """The ``k`` best documents for ``query`` (chunks are merged per document; ``per="chunk"``
         ranks chunks instead). ``where`` keeps only documents it accepts, still returning ``k``
-        when that many match. A hybrid index fuses document and best-chunk cosines as its manifest
+        when that many match: a dict of conditions (``{"tags": "bees", "year": {"$gte": 2020}}``,
+        the filter language of ``ragidx.search.filters``), a ``Filter``, or a callable on a
+        stored document. A hybrid index fuses document and best-chunk cosines as its manifest
         says, or as ``hybrid`` says (another fusion without re-ingesting; see ``ragidx.search``).
         A chunked document scores by its best chunk, or by the mean of its ``best_chunks`` best
         (default: the manifest's ``best_chunks``). ``mode``: ``dense``, ``lexical`` (BM25) or
@@ -299,18 +313,30 @@ class Index:
     def search_by_vectors(
         self,
         queries: Sequence[str],
-        vectors: np.ndarray,
+        vectors: np.ndarray | None,
         k: int = 10,
         **options: Unpack[SearchKwargs],
     ) -> list[list[SearchResult]]:
         """Like :meth:`search_many` for query vectors embedded by the caller (L2-normalised here);
-        ``queries`` only pick each result's snippet."""
+        ``queries`` only pick each result's snippet (``mode="lexical"``: they rank, ``vectors`` may be
+        None)."""
         from ragidx.search.options import SearchOptions
         from ragidx.search.retriever import Retriever
 
-        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(queries), -1)
-        self.check_query_vectors(vectors)
-        return Retriever(self).rank(queries, l2_normalize(vectors), k, SearchOptions(**options))
+        if vectors is not None:
+            vectors = np.asarray(vectors, dtype=np.float32).reshape(len(queries), -1)
+            self.check_query_vectors(vectors)
+            vectors = l2_normalize(vectors)
+        return Retriever(self).rank(queries, vectors, k, SearchOptions(**options))
+
+    def search_mode(self, **options: Unpack[SearchKwargs]) -> Mode:
+        """The mode a search with these options runs in (no ``mode``: hybrid where the index has a
+        lexical index and ranks documents, else dense); raises as :meth:`search` would for a mode
+        the index cannot run."""
+        from ragidx.search.options import SearchOptions
+        from ragidx.search.retriever import Retriever
+
+        return Retriever(self).mode(SearchOptions(**options))
 
     def check_query_vectors(self, vectors: np.ndarray) -> None:
         """Refuse query vectors of another dimension than the index's."""
@@ -340,13 +366,21 @@ class Index:
         return max(1.0, self.store.n_vectors / max(self.store.n_documents, 1))
 
     def nearest(self, queries: np.ndarray, n: int, level: Level = "chunk") -> tuple[np.ndarray, np.ndarray]:
-        """FAISS search of one level: (scores, vector ids), each (len(queries), n); id -1 pads."""
+        """Search of one level: (scores, vector ids), each (len(queries), n); id -1 pads. FAISS,
+        or torch on a CUDA device for a Flat index (``ragidx.index.backend``; :attr:`search_backend`)."""
         self.flush()
         if level == "document":
             if self.document_vectors is None:
                 raise ModelError(f"{self.name}: not a hybrid index (no document-level vectors)")
             return self.document_vectors.search(queries, n)
         return self.vectors.search(queries, n)
+
+    @property
+    def search_backend(self) -> str | None:
+        """What searched the (chunk-level) vectors: ``faiss-gpu``, ``torch-cuda float32`` (or
+        ``float16``) or ``faiss-cpu`` (``ragidx.index.backend``); None until a search of them ran."""
+        backend = self.vectors.backend
+        return None if backend is None else backend.label
 
     def vector_record(self, vid: int) -> VectorRecord:
         """The span (document, ordinal, tokens, characters) of one vector."""
@@ -413,7 +447,15 @@ class Index:
         assigned here). A document with the same id is replaced. In a hybrid index the span with
         ordinal -1 is the document-level vector: exactly one per document. The lexical index
         analyses ``document.text``, or ``text`` when given (a streamed file's whole text, in
-        pieces cut at whitespace)."""
+        pieces cut at whitespace). An id with a control character is refused, as ingest refuses
+        it: it would break (or drive the terminal from) every line that shows it."""
+        control = ID_CONTROL.search(document.doc_id)
+        if control is not None:
+            raise InputError(
+                f"{self.name}: document id {document.doc_id!r} has a control character "
+                f"({control.group()!r}), which would break every line that shows it; "
+                "give it an id without one"
+            )
         document_level = np.array([span.ordinal == DOCUMENT_LEVEL for span in spans], dtype=bool)
         if self.document_vectors is not None and document_level.sum() != 1:
             raise IndexFormatError(
@@ -508,11 +550,12 @@ class Index:
         self.flush()
         self.directory.mkdir(parents=True, exist_ok=True)
         generation = self.manifest.generation + 1
-        documents, chunks = self.store.to_bytes()
         shards = self.vectors.shard_bytes()
-        payloads = {**_faiss_keys(shards), "documents": documents, "chunks": chunks}
+        payloads = _faiss_keys(shards)
         if self.document_vectors is not None:
             payloads[DOCUMENT_KEY] = self.document_vectors.to_bytes()
+        # the FAISS files' block CRCs go in the vector-rows file, for repair (ragidx.index.salvage)
+        payloads["documents"], payloads["chunks"] = self.store.to_bytes(block_checks(payloads))
         if self.lexical is not None:
             payloads[LEXICAL_KEY] = self.lexical.to_bytes()
         names = {key: _faiss_file(key, generation) for key in payloads if key.startswith("faiss")}
@@ -537,6 +580,7 @@ class Index:
             manifest.counts = manifest.counts.model_validate(self.store.stats())
             switch = manifest.to_bytes()
             write_atomic(self.directory / MANIFEST_NAME, switch)  # the switch, then a directory fsync
+            note_commit(self.directory, generation)  # an interrupt from here on reports it
             write_atomic(self.directory / BACKUP_NAME, switch)  # a copy of a committed manifest only
             faults.point("after-commit")
             self._remove_stale_files(keep=set(names.values()))
@@ -544,8 +588,11 @@ class Index:
             if switch is None or not _holds(self.directory / MANIFEST_NAME, switch):
                 for name in names.values():  # the switch did not happen: the new files are garbage
                     (self.directory / name).unlink(missing_ok=True)
+                if isinstance(exc, OSError):
+                    raise _not_committed(exc, self.directory) from exc
                 raise
             self.manifest = manifest  # it did: the commit landed, whatever failed after it
+            note_commit(self.directory, generation)
             if not isinstance(exc, KeyboardInterrupt | Exception):
                 raise  # SystemExit and the like, as they are
             raise _after_switch(exc, self.directory, generation) from exc
@@ -597,12 +644,6 @@ class Index:
                 path.unlink(missing_ok=True)
 
 
-class InterruptedAfterCommit(KeyboardInterrupt):
-    """Ctrl-C arrived after a commit's manifest switch: the new generation is committed, whole
-    (the message says which); only the previous generation's files may be left, for the next
-    writer to remove."""
-
-
 def _holds(path: Path, data: bytes) -> bool:
     """Whether ``path`` holds exactly ``data``: how a failed commit tells whether its switch landed."""
     try:
@@ -619,6 +660,23 @@ def _after_switch(
     if isinstance(exc, KeyboardInterrupt):
         return InterruptedAfterCommit(f"{landed} (interrupted after the manifest switch)")
     return RagidxError(f"{landed}, but finishing it failed ({exc}); check it with ragidx verify {directory}")
+
+
+def _not_committed(exc: OSError, directory: Path) -> OSError:
+    """A commit's write failure before its switch, as one line: what failed, that nothing was
+    committed, and what to do (an ``OSError`` still, of the same errno)."""
+    failed = exc.strerror or str(exc)
+    if exc.filename is not None:  # raised by the OS with the file named apart
+        failed = f"cannot write {exc.filename} ({failed})"
+    elif not failed.startswith("cannot write"):
+        failed = f"cannot write to {directory} ({failed})"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        remedy = f"free space on the disk of {directory} (or raise your quota) and run the command again"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        remedy = f"make {directory} writable for you and run the command again"
+    else:
+        remedy = "fix that and run the command again"
+    return OSError(exc.errno, f"{failed}; nothing was committed: {remedy}")
 
 
 def _check_new_directory(directory: Path) -> None:
@@ -661,7 +719,7 @@ def _faiss_file(key: str, generation: int) -> str:
 
 def document_faiss(config: FaissConfig) -> FaissConfig:
     """The FAISS settings of a hybrid index's document-level vectors: exact (Flat), one file."""
-    return FaissConfig(factory="Flat", gpu=config.gpu)
+    return FaissConfig(factory="Flat", gpu=config.gpu, gpu_dtype=config.gpu_dtype)
 
 
 def load_generation(

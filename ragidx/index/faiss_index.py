@@ -2,10 +2,14 @@
 
 Owns :class:`FaissConfig` (the factory string and search settings the manifest records) and
 :class:`FaissIndex`. The CPU index is the source of truth and is what is saved (FAISS's own binary
-format, never pickle); where faiss has GPU support and CUDA devices exist, a GPU clone serves
-searches. Any factory string works (``Flat``, ``HNSW32``, ``IVF256,Flat``, ``IVF1024,PQ32`` …): an
-``IDMap2`` layer gives every vector the store's id; factories that need training are trained on the
-vectors of the first commit; factories that cannot remove vectors (HNSW) are rebuilt without them.
+format, never pickle). Searches run where ``ragidx.index.backend`` chooses, once, at the first
+search: a GPU clone where faiss has GPU support and CUDA devices exist; else, for a Flat index on
+a machine where torch sees a CUDA device, :class:`~ragidx.index.torch_search.TorchFlatSearch` over
+the index's vectors copied to the GPU (FAISS Flat's results, rows in the index's order, ids from
+its id map); else the CPU index. Any factory string works (``Flat``, ``HNSW32``, ``IVF256,Flat``,
+``IVF1024,PQ32`` …): an ``IDMap2`` layer gives every vector the store's id; factories that need
+training are trained on the vectors of the first commit; factories that cannot remove vectors
+(HNSW) are rebuilt without them.
 Removals are queued and done in one pass at the next read of the index (a search, a save, its ids):
 removing one document's vectors costs O(n) in FAISS, so an ingest that replaces n documents would
 otherwise cost O(n²).
@@ -14,12 +18,17 @@ otherwise cost O(n²).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
 
 from ragidx.errors import ConfigError, IndexFormatError
+from ragidx.index.backend import SearchBackend, choose
 from ragidx.index.config import FaissConfig
+
+if TYPE_CHECKING:
+    from ragidx.index.torch_search import TorchFlatSearch
 
 
 class FaissIndex:
@@ -29,6 +38,8 @@ class FaissIndex:
         self._index = index
         self.config = config
         self._search_index: faiss.Index | None = None
+        self._torch_search: TorchFlatSearch | None = None
+        self.backend: SearchBackend | None = None  # chosen at the first search (ragidx.index.backend)
         self.on_gpu = False
         self._removing: list[np.ndarray] = []  # ids removed since the last read, removed in one pass
         self._removing_ids: set[int] = set()
@@ -102,7 +113,7 @@ class FaissIndex:
         if not self._index.is_trained:
             self.train(vectors)
         self._index.add_with_ids(vectors, ids)
-        self._search_index = None
+        self._search_index = self._torch_search = None
 
     def train(self, vectors: np.ndarray) -> None:
         """Train the (empty) index on ``vectors`` without adding them."""
@@ -120,7 +131,7 @@ class FaissIndex:
         if len(ids):
             self._removing.append(np.asarray(ids, dtype=np.int64))
             self._removing_ids.update(self._removing[-1].tolist())
-            self._search_index = None
+            self._search_index = self._torch_search = None
 
     def _remove_queued(self) -> None:
         """Remove the queued ids. Indexes FAISS cannot remove from in place are rebuilt from the
@@ -139,7 +150,7 @@ class FaissIndex:
             fresh.reset()  # empty, still trained
             fresh.add_with_ids(vectors, keep)
             self._index = fresh
-        self._search_index = None
+        self._search_index = self._torch_search = None
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         """The stored vectors with these ids, float32 (n, dim) (approximate for compressed factories)."""
@@ -157,10 +168,44 @@ class FaissIndex:
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, ids) per query; missing results have id -1."""
-        index = self.searcher()
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
         k = max(1, min(k, self.ntotal)) if self.ntotal else 1
-        scores, ids = index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        if self.search_backend().torch:
+            return self.torch_searcher().search(queries, k)
+        scores, ids = self.searcher().search(queries, k)
         return scores, ids
+
+    @property
+    def exact(self) -> bool:
+        """Whether the factory is Flat (exact search: what the torch backend can serve)."""
+        return isinstance(faiss.downcast_index(self._index.index), faiss.IndexFlat)
+
+    def search_backend(self) -> SearchBackend:
+        """The backend searches run on, chosen at the first call (``ragidx.index.backend``)."""
+        if self.backend is None:
+            self.backend = choose(self.config, self.exact)
+        return self.backend
+
+    def torch_searcher(self, device: str | None = None) -> TorchFlatSearch:
+        """The index's vectors on the torch backend's device, rows in the index's order (the
+        searcher is made at the first call, on ``device`` if given; changes to the index drop it)."""
+        if self._torch_search is None:
+            from ragidx.index.torch_search import TorchFlatSearch
+
+            backend = self.search_backend()
+            index = self.index
+            flat = faiss.downcast_index(index.index)
+            vectors = np.zeros((0, index.d), dtype=np.float32)
+            if index.ntotal:  # a view of FAISS's own rows, copied to the device block by block
+                vectors = faiss.rev_swig_ptr(flat.get_xb(), index.ntotal * index.d).reshape(-1, index.d)
+            self._torch_search = TorchFlatSearch(
+                vectors,
+                self.ids(),
+                metric="l2" if flat.metric_type == faiss.METRIC_L2 else "ip",
+                device=device or backend.device(),
+                dtype=backend.dtype,
+            )
+        return self._torch_search
 
     def searcher(self, device: int | None = None) -> faiss.Index:
         """The index searches run on: a GPU clone where faiss has GPU support and GPUs are visible
@@ -169,7 +214,7 @@ class FaissIndex:
         if self._search_index is not None:
             return self._search_index
         index = self.index
-        gpus = _gpu_count() if self.config.gpu != "never" else 0
+        gpus = _gpu_count() if self.search_backend().name == "faiss-gpu" else 0
         if gpus > 0:
             try:
                 if device is None and gpus > 1:
@@ -184,8 +229,7 @@ class FaissIndex:
             except RuntimeError:  # e.g. HNSW has no GPU version: search on the CPU
                 if self.config.gpu == "always":
                     raise
-        elif self.config.gpu == "always":
-            raise ConfigError("gpu = 'always' but faiss has no GPU support or no GPU is visible")
+                self.backend = SearchBackend("faiss-cpu")
         params = self.config.search_params or _default_search_params(self.index)
         if params:
             try:

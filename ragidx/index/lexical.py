@@ -31,7 +31,9 @@ QMSum (``docs/lexical.md``): 83.3 nDCG@10 whole documents only, 89.9 with passag
 On disk the index is one file per generation, ``lexical-GGGGGG.npz``: numpy arrays only (terms and
 document ids as UTF-8 bytes with offsets), read with ``allow_pickle=False``, checksummed in the
 manifest like every other file. Postings are sorted by term, so a query reads one contiguous slice
-per term.
+per term. Its structure is checked when it is read (shapes, offsets, document numbers in range,
+each term's documents ascending, lengths the sums of their term frequencies: vectorised, linear),
+so a file whose checksum was rewritten cannot make a search index out of bounds.
 """
 
 from __future__ import annotations
@@ -432,6 +434,7 @@ class LexicalIndex:
                 found = int(arrays["format"][0])
                 if found not in (1, _FORMAT):
                     raise IndexFormatError(f"{where}: lexical format {found} is not {_FORMAT}")
+                _check_arrays(arrays, "", where)
                 if "passage_terms" not in arrays:
                     return cls._read(arrays, "", _whole(config))
                 size = int(arrays["passage_terms"][0])
@@ -439,6 +442,7 @@ class LexicalIndex:
                     raise IndexFormatError(
                         f"{where}: passages of {size} terms, the manifest says {config.passage_terms}"
                     )
+                _check_arrays(arrays, "passage_", where)
                 index = cls._read(arrays, "", config)
                 index.passages = cls._read(arrays, "passage_", _whole(config))
                 index._passage_starts()  # in step with the documents, or IndexFormatError
@@ -459,6 +463,66 @@ class LexicalIndex:
             arrays[f"{prefix}docs"].astype(np.int32),
             arrays[f"{prefix}tfs"].astype(np.int32),
         )
+
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def _check_arrays(arrays: Mapping[str, npt.NDArray[Any]], prefix: str, where: str) -> None:
+    """Refuse (:class:`IndexFormatError`) arrays that are not a lexical index's: every array 1-D
+    and of integers, offsets from 0 to their array's end without going back, as many lengths as
+    documents, document numbers in range and ascending within each term, term frequencies ≥ 1
+    that sum to each document's length, no repeated term or document id. Vectorised: linear in
+    the postings."""
+
+    def damaged(problem: str) -> IndexFormatError:
+        label = "passages" if prefix else "documents"
+        return IndexFormatError(
+            f"{where}: damaged lexical index ({label}: {problem}); "
+            "repair the index with ragidx verify --repair"
+        )
+
+    names = ("ids_blob", "ids_ptr", "terms_blob", "terms_ptr", "lengths", "term_ptr", "docs", "tfs")
+    got = {name: arrays[prefix + name] for name in names}
+    for name, values in got.items():
+        if values.ndim != 1 or not np.issubdtype(values.dtype, np.integer):
+            raise damaged(f"{name} is not a 1-d integer array ({values.dtype}, shape {values.shape})")
+
+    def offsets(name: str, end: int, what: str) -> None:
+        ptr = got[name]
+        if len(ptr) == 0 or ptr[0] != 0 or ptr[-1] != end or (len(ptr) > 1 and np.diff(ptr).min() < 0):
+            raise damaged(f"{name} are not offsets from 0 to {end} ({what})")
+
+    offsets("ids_ptr", len(got["ids_blob"]), "the document ids' bytes")
+    offsets("terms_ptr", len(got["terms_blob"]), "the terms' bytes")
+    offsets("term_ptr", len(got["docs"]), "the postings")
+    n_docs, n_terms = len(got["ids_ptr"]) - 1, len(got["terms_ptr"]) - 1
+    docs, tfs, lengths = got["docs"], got["tfs"], got["lengths"]
+    if len(lengths) != n_docs:
+        raise damaged(f"{len(lengths)} lengths for {n_docs} documents")
+    if len(got["term_ptr"]) != n_terms + 1:
+        raise damaged(f"{len(got['term_ptr']) - 1} posting lists for {n_terms} terms")
+    if len(tfs) != len(docs):
+        raise damaged(f"{len(tfs)} term frequencies for {len(docs)} postings")
+    if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= n_docs):
+        raise damaged(f"document numbers from {int(docs.min())} to {int(docs.max())}, of {n_docs} documents")
+    if len(tfs) and (int(tfs.min()) < 1 or int(tfs.max()) > _INT32_MAX):
+        raise damaged("term frequencies out of range (1 to 2³¹ − 1)")
+    if n_docs and (int(lengths.min()) < 0 or int(lengths.max()) > _INT32_MAX):
+        raise damaged("document lengths out of range (0 to 2³¹ − 1)")
+    if len(docs) > 1:
+        step = np.diff(docs)
+        starts = got["term_ptr"][1:-1]  # a term's first posting: its step from the previous term's is free
+        step[starts[(starts > 0) & (starts < len(docs))] - 1] = 1
+        if step.min() <= 0:
+            raise damaged("a term's documents are not in ascending order (or repeat)")
+    sums = np.bincount(docs, weights=tfs, minlength=n_docs) if len(docs) else np.zeros(n_docs)
+    if not np.array_equal(sums, lengths):
+        raise damaged("document lengths differ from the sums of their term frequencies")
+    for name in ("ids", "terms"):
+        strings = _unpack(got[f"{name}_blob"], got[f"{name}_ptr"])
+        if len(set(strings)) != len(strings) and not (prefix and name == "ids"):  # passages share ids
+            raise damaged(f"repeated {'document ids' if name == 'ids' else 'terms'}")
 
 
 def _whole(config: LexicalConfig) -> LexicalConfig:

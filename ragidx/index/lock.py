@@ -12,6 +12,9 @@ checks that the path still names that file and that it is still stale, and renam
 it. Of many processes racing for one stale lock exactly one wins; the others find the new, live
 holder. This needs POSIX ``flock`` (Linux, macOS; on NFS, Linux maps it to NFS locks). Readers never
 take the lock: they read whole generations (see ``ragidx.index.directory``).
+
+Releasing holds Ctrl-C off (on the main thread) until the lock file is gone: an interrupt there,
+after a commit, used to leave ``.ragidx-lock`` behind; it is raised once the lock is released.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 
 from ragidx.errors import IndexFormatError
 from ragidx.index.manifest import now
@@ -110,10 +116,11 @@ class WriterLock:
             os.close(fd)  # releases the flock
 
     def release(self) -> None:
-        if self._held:
-            self.path.unlink(missing_ok=True)
-            self._held = False
-        self._remove_created_dir()
+        with interrupts_held():  # a Ctrl-C here would leave the lock file behind
+            if self._held:
+                self.path.unlink(missing_ok=True)
+                self._held = False
+            self._remove_created_dir()
 
     def __enter__(self) -> WriterLock:
         return self.acquire()
@@ -127,6 +134,26 @@ class WriterLock:
         if self._created_dir:
             with contextlib.suppress(OSError):
                 self.directory.rmdir()  # only when empty: nothing was kept
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Inside: SIGINT is recorded instead of handled, and handled (KeyboardInterrupt, by default)
+    when the block ends; on another thread than the main one (which gets no signals), nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[FrameType | None] = []
+    previous = signal.signal(signal.SIGINT, lambda _signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)  # None: not Python's
+        if caught:
+            if callable(previous):
+                previous(signal.SIGINT, caught[0])
+            elif previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)
 
 
 def _open_for_flock(path: Path) -> int:

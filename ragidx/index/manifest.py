@@ -11,7 +11,11 @@ Its last key, ``checksum``, is the sha256 of the canonical JSON of all the other
 spaces, UTF-8), checked on every read: a change that leaves valid JSON (a bit flip turning
 ``"window": 512`` into ``112``, a hand edit) is refused instead of searching, or embedding new
 documents, with the wrong settings. Format 1 manifests (ragidx 0.1 and 0.2) have none and are read
-as before; the next commit writes format 2, with one.
+as before; the next commit writes format 2, with one. Format 1 writers never wrote
+``manifest.backup.json``: a format 1 manifest beside one (or a format 1 backup) is a downgrade,
+deleting the checksum to pass an edit, and is refused as damaged (the backup repairs it); so is
+one listing a Parquet file whose footer holds the salvage copy only format 2 writers add, which
+catches the downgrade when the backup was deleted too.
 
 Each commit also writes ``manifest.backup.json``, the same bytes, just after its switch (see
 ``ragidx.index.directory``): a copy of a manifest that was committed, which ``ragidx verify
@@ -219,9 +223,24 @@ class Manifest(BaseModel):
         except OSError as exc:
             raise ManifestDamagedError(directory, f"unreadable manifest ({exc})") from exc
         try:
-            return cls.from_bytes(data, path)
+            manifest = cls.from_bytes(data, path)
         except ManifestProblem as exc:
             raise ManifestDamagedError(directory, exc.problem + exc.why, data) from exc
+        if manifest.format_version < 2 and (directory / BACKUP_NAME).exists():
+            downgraded = (
+                f"format {manifest.format_version} (no {CHECKSUM_KEY}), but {BACKUP_NAME} beside it was "
+                "written by a format 2 commit (format 1 writers keep no copy): it was downgraded or "
+                "edited, so the index's settings cannot be trusted"
+            )
+            raise ManifestDamagedError(directory, downgraded, data)
+        if manifest.format_version < 2 and (marked := _written_by_format_2(directory, manifest)):
+            downgraded = (
+                f"format {manifest.format_version} (no {CHECKSUM_KEY}), but {marked} was written by a "
+                "format 2 commit (its footer holds the salvage copy format 1 never wrote): it was "
+                "downgraded or edited, so the index's settings cannot be trusted"
+            )
+            raise ManifestDamagedError(directory, downgraded, data)
+        return manifest
 
     @classmethod
     def from_bytes(cls, data: builtins.bytes, path: Path) -> Manifest:
@@ -271,6 +290,34 @@ class Manifest(BaseModel):
 
     def write(self, directory: Path) -> None:
         write_atomic(directory / MANIFEST_NAME, self.to_bytes())
+
+
+FORMAT_2_MARK = b"ragidx.documents_footer"  # store.DOCUMENTS_FOOTER_KEY, in no format 1 Parquet footer
+
+
+def _written_by_format_2(directory: Path, manifest: Manifest) -> str | None:
+    """The name of a Parquet file of ``manifest``'s that a format 2 commit wrote (its footer's
+    key-value metadata holds :data:`FORMAT_2_MARK`), or None: a format 1 manifest listing one was
+    downgraded, even when the backup that would show it was deleted too. Reads only the footers."""
+    for entry in manifest.files.values():
+        if not entry.name.endswith(".parquet"):
+            continue
+        try:
+            with open(directory / entry.name, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size < 12:
+                    continue
+                f.seek(size - 8)
+                tail = f.read(8)
+                length = int.from_bytes(tail[:4], "little")
+                if tail[4:] != b"PAR1" or not 0 < length <= size - 12:
+                    continue
+                f.seek(size - 8 - length)
+                if FORMAT_2_MARK in f.read(length):
+                    return entry.name
+        except OSError:
+            continue  # a missing or unreadable file is verify's to report
+    return None
 
 
 class ManifestProblem(IndexFormatError):
@@ -335,6 +382,9 @@ def read_backup(directory: Path) -> Manifest:
         backup = Manifest.from_bytes(data, path)
     except ManifestProblem as exc:
         raise IndexFormatError(f"{path} is damaged too ({exc.problem}), {unusable}") from exc
+    if backup.format_version < 2:  # format 1 writers never wrote one: a forged copy
+        problem = f"format {backup.format_version}, without a {CHECKSUM_KEY}"
+        raise IndexFormatError(f"{path} is damaged too ({problem}), {unusable}")
     if not any((directory / entry.name).is_file() for entry in backup.files.values()):
         raise IndexFormatError(
             f"{path} is of generation {backup.generation}, none of whose files are here (it is out of "

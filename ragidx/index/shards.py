@@ -9,7 +9,12 @@ copy of that trained, empty index: all shards share one coarse quantizer (IVF) o
 which is what makes a sharded search return exactly what one index over the same vectors returns
 (Flat, IVF, PQ; HNSW shards are separate graphs, approximate as one graph is, not identical to it).
 Searches go through ``faiss.IndexShards`` (ids kept, results merged by score); each shard searches
-on a GPU clone where faiss has GPU support, shard ``i`` on GPU ``i % n_gpus``.
+on a GPU clone where faiss has GPU support, shard ``i`` on GPU ``i % n_gpus``. Where the backend is
+torch (``ragidx.index.backend``: Flat shards, CUDA, no faiss GPU), shard ``i``'s vectors are held
+on ``cuda:(i % n_devices)``, each shard searched by
+:class:`~ragidx.index.torch_search.TorchFlatSearch` and the results merged as ``IndexShards``
+merges them: best score first, equal scores from the higher-numbered shard first (L2: the lower),
+each shard's own order kept, so the ids and scores are those of the FAISS search.
 
 :class:`ShardedFaissIndex` has the interface of :class:`~ragidx.index.faiss_index.FaissIndex` that the
 index and the retriever use.
@@ -20,6 +25,7 @@ from __future__ import annotations
 import faiss
 import numpy as np
 
+from ragidx.index.backend import SearchBackend, choose
 from ragidx.index.config import FaissConfig
 from ragidx.index.faiss_index import FaissIndex
 
@@ -31,6 +37,7 @@ class ShardedFaissIndex:
         self.shards = shards
         self.config = config
         self._search_index: faiss.IndexShards | None = None
+        self.backend: SearchBackend | None = None  # chosen at the first search
 
     @classmethod
     def create(cls, dim: int, config: FaissConfig) -> ShardedFaissIndex:
@@ -95,14 +102,50 @@ class ShardedFaissIndex:
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, ids) per query over every shard; missing results have id -1."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        k = max(1, min(k, self.ntotal)) if self.ntotal else 1
+        backend = self.search_backend()
+        if backend.torch:
+            found = [
+                shard.torch_searcher(device=backend.device(number)).search(queries, k)
+                for number, shard in enumerate(self.shards)
+            ]
+            return merge_shards(found, k, l2=self.shards[0].torch_searcher().metric == "l2")
         if self._search_index is None:
             searcher = faiss.IndexShards(self.dim, False, False)  # not threaded; ids kept as stored
             for number, shard in enumerate(self.shards):
                 searcher.add_shard(shard.searcher(device=number))
             self._search_index = searcher
-        k = max(1, min(k, self.ntotal)) if self.ntotal else 1
-        scores, ids = self._search_index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+            if backend.name == "faiss-gpu" and not self.on_gpu:  # no shard could go to a GPU
+                self.backend = SearchBackend("faiss-cpu")
+        scores, ids = self._search_index.search(queries, k)
         return scores, ids
+
+    def search_backend(self) -> SearchBackend:
+        """The backend searches run on, chosen at the first call (``ragidx.index.backend``)."""
+        if self.backend is None:
+            self.backend = choose(self.config, all(shard.exact for shard in self.shards))
+        return self.backend
+
+
+def merge_shards(
+    found: list[tuple[np.ndarray, np.ndarray]], k: int, l2: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each shard's top-``k`` (scores, ids) merged into one top-``k`` as ``faiss.IndexShards`` merges
+    them (``merge_knn_results``): by score (inner product: descending; ``l2``: ascending), equal
+    scores from the higher-numbered shard first (``l2``: the lower), a shard's own order kept; -1
+    ids left out, and padding where fewer than ``k`` remain."""
+    scores = np.concatenate([s for s, _ in found], axis=1)
+    ids = np.concatenate([i for _, i in found], axis=1)
+    shard = np.broadcast_to(np.repeat(np.arange(len(found)), [i.shape[1] for _, i in found]), ids.shape)
+    position = np.broadcast_to(np.concatenate([np.arange(i.shape[1]) for _, i in found]), ids.shape)
+    by_score = (shard, scores) if l2 else (-shard, -scores)
+    order = np.lexsort((position, *by_score, ids < 0), axis=1)[:, :k]  # the last key sorts first
+    merged_scores = np.take_along_axis(scores, order, axis=1)
+    merged_ids = np.take_along_axis(ids, order, axis=1)
+    missing = merged_ids < 0
+    merged_scores[missing] = np.finfo(np.float32).max if l2 else -np.finfo(np.float32).max
+    return merged_scores, merged_ids
 
 
 VectorIndex = FaissIndex | ShardedFaissIndex

@@ -14,12 +14,19 @@ Two tables (pyarrow, Parquet on disk; no pickle):
 Mutations are buffered and applied when the tables are next read whole or written: adding or
 removing a document, and reading one document's hash or record, cost O(1) (after one O(n) index
 of the stored rows), so an ingest that adds or replaces n documents costs O(n), not O(n²).
+
+Both files are written so that damage costs little (:meth:`Store.to_bytes`; read back by
+``ragidx.index.salvage`` in a repair): small row groups, a CRC on every page, and in the vectors
+file a copy of the documents file's footer and the commit's block CRCs of its FAISS files.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import struct
+import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -58,9 +65,21 @@ VECTOR_SCHEMA = pa.schema(
     ]
 )
 
-_LARGE_COLUMNS = frozenset({"text", "metadata"})  # written without statistics or dictionary
 DOCUMENT_LEVEL = -1  # the ordinal of a hybrid index's document-level vector (chunks: 0, 1, …)
 _NO_VECTORS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
+# How the store is written for salvage (``ragidx.index.salvage``): a damaged page costs its row group
+SALVAGE_ROW_GROUPS = 256  # at most this many row groups of equal row counts per file…
+SALVAGE_GROUP_BYTES = 1 << 20  # …and a documents row group ends once its texts reach this size
+DOCUMENTS_FOOTER_KEY = "ragidx.documents_footer"  # vectors file metadata: CRC32:base64 of that footer
+
+
+def read_parquet(data: bytes) -> pa.Table:
+    """A Parquet file's bytes as a table, decoded on the calling thread. ``pq.read_table`` reads
+    through Arrow's IO thread pool even with ``use_threads=False``; a pool thread still alive at
+    interpreter shutdown made commands that opened an index abort at exit now and then
+    (``terminate called without an active exception``, exit 134; apache/arrow#34314)."""
+    table: pa.Table = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False).read(use_threads=False)
+    return table
 
 
 @dataclass
@@ -123,8 +142,8 @@ class Store:
     @classmethod
     def from_bytes(cls, documents: bytes, vectors: bytes, source: str) -> Store:
         try:
-            docs = pq.read_table(io.BytesIO(documents))
-            vecs = pq.read_table(io.BytesIO(vectors))
+            docs = read_parquet(documents)
+            vecs = read_parquet(vectors)
         except (pa.ArrowInvalid, OSError) as exc:
             raise IndexFormatError(
                 f"{source}: corrupt Parquet store ({exc}); repair the index with ragidx verify --repair"
@@ -136,18 +155,20 @@ class Store:
             )
         return cls(docs, vecs)
 
-    def to_bytes(self) -> tuple[bytes, bytes]:
-        """(documents, vectors) as Parquet files (zstd)."""
+    def to_bytes(self, checks: dict[str, str] | None = None) -> tuple[bytes, bytes]:
+        """(documents, vectors) as Parquet files (zstd), written for salvage (see
+        ``ragidx.index.salvage``): small row groups (:data:`SALVAGE_ROW_GROUPS` or fewer, a
+        document's text in its own group from :data:`SALVAGE_GROUP_BYTES` on), a CRC on every page,
+        and in the vectors file's key-value metadata a copy of the documents file's footer
+        (:data:`DOCUMENTS_FOOTER_KEY`) and ``checks`` (key → value: what the commit adds about its
+        other files)."""
         self._apply()
-        out: list[bytes] = []
-        for table in (self._documents, self._vectors):
-            sink = io.BytesIO()
-            # no min/max statistics or dictionary for the texts: they cost ~5 copies of a text
-            # (a 32 MB document took 240 MB to write) and nothing reads them (tables are read whole)
-            plain = [name for name in table.column_names if name not in _LARGE_COLUMNS]
-            pq.write_table(table, sink, compression="zstd", write_statistics=plain, use_dictionary=plain)
-            out.append(sink.getvalue())
-        return out[0], out[1]
+        documents = _write_parquet(self._documents, _row_groups(self._documents))
+        footer = parquet_footer(documents)  # with its CRC32: a damaged copy is not taken for the file's
+        copy = f"{zlib.crc32(footer):08x}:{base64.b64encode(footer).decode('ascii')}"
+        metadata = {DOCUMENTS_FOOTER_KEY: copy}
+        vectors = self._vectors.replace_schema_metadata({**metadata, **(checks or {})})
+        return documents, _write_parquet(vectors, _row_groups(vectors))
 
     # ----------------------------------------------------------------------------- mutations
     def add(self, document: DocumentRecord, vectors: list[VectorRecord]) -> None:
@@ -328,3 +349,49 @@ class Store:
                 name: self._vectors[name].to_numpy(zero_copy_only=False) for name in VECTOR_SCHEMA.names
             }
         return self._vid_rows
+
+
+def parquet_footer(data: bytes) -> bytes:
+    """The serialized FileMetaData of a Parquet file's bytes (what precedes its length and magic)."""
+    length = struct.unpack("<I", data[-8:-4])[0] if len(data) >= 12 else len(data)
+    return data[-8 - length : -8] if 8 + length <= len(data) else b""
+
+
+def _row_groups(table: pa.Table) -> list[int]:
+    """Row counts of the row groups :meth:`Store.to_bytes` writes ``table`` in: equal groups, at
+    most :data:`SALVAGE_ROW_GROUPS`, cut earlier where texts reach :data:`SALVAGE_GROUP_BYTES`."""
+    n = table.num_rows
+    if n == 0:
+        return []
+    most = -(-n // SALVAGE_ROW_GROUPS)
+    if "text" not in table.column_names:
+        return [min(most, n - start) for start in range(0, n, most)]
+    sizes = pc.binary_length(pc.cast(table["text"], pa.large_binary())).to_numpy(zero_copy_only=False)
+    groups, rows, size = [], 0, 0
+    for length in sizes.tolist():
+        if rows and (rows == most or size + length > SALVAGE_GROUP_BYTES):
+            groups.append(rows)
+            rows, size = 0, 0
+        rows, size = rows + 1, size + length
+    return [*groups, rows]
+
+
+def _write_parquet(table: pa.Table, groups: list[int]) -> bytes:
+    """``table`` as a Parquet file of these row groups, every page with its CRC."""
+    sink = io.BytesIO()
+    # no min/max statistics (nothing reads them: tables are read whole; for the texts they cost ~5
+    # copies of a text) and no dictionaries (per small row group they cost more than they save, and
+    # a damaged dictionary page loses its whole column chunk)
+    with pq.ParquetWriter(
+        sink,
+        table.schema,
+        compression="zstd",
+        write_statistics=False,
+        use_dictionary=False,
+        write_page_checksum=True,
+    ) as writer:
+        start = 0
+        for rows in groups or [0]:
+            writer.write_table(table.slice(start, rows), row_group_size=max(rows, 1))
+            start += rows
+    return sink.getvalue()

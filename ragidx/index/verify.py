@@ -9,12 +9,20 @@ It also notes (without failing) what a writer left behind: a lock, the checkpoin
 ingest can resume from, temp files or files of other generations, a ``manifest.backup.json`` that
 is missing or not a copy of the manifest.
 
-:func:`repair` (under the writer lock) keeps every document whose record, vector rows and vectors
-are all intact and agree, drops the others, naming each with the reason, and commits the result as
-the next generation (the damaged files go with the old one). What it can rebuild it rebuilds
-instead of dropping: the lexical index from the stored texts, a damaged shard as an empty copy of
-an intact one, the manifest's counts and next id. Dropped documents come back with the next
-``ragidx ingest`` of their files.
+:func:`repair` (under the writer lock) throws away nothing that can be read. From what
+``ragidx.index.salvage`` finds sound in the damaged files it keeps every document whose record,
+vector rows and vectors are sound and agree; embeds again, from its stored text and with the
+index's own model and settings (``ragidx.ingestion.repair``, loaded only when needed), every
+document whose text is sound but whose vectors, rows or counts are not; and drops only documents
+whose text is lost (or that cannot be embedded again: vectors made outside ragidx, a streamed file
+whose store holds its head only), naming each with the reason. It rebuilds the lexical index from
+the stored texts and the manifest's counts and next id. Before it commits the result as the next
+generation, every data file of the damaged generation and its manifest are hard-linked (copied
+where links fail) into ``DIR/quarantine/generation-NNNNNN/`` with ``dropped.jsonl`` (what reads of
+the dropped documents, as ``ragidx ingest`` reads JSONL): the commit removes nothing that is not
+also there, and the folder stays until the user removes it (:func:`verify` notes it). With
+``dry_run`` it only says what it would keep, re-embed and drop; :func:`verify` says it in a line
+(:attr:`VerifyReport.repair_plan`).
 
 A damaged ``manifest.json`` (missing, unreadable, invalid, failing its checksum) is rebuilt from
 ``manifest.backup.json``, the copy of a committed manifest that each commit writes after its switch
@@ -30,17 +38,21 @@ repair is refused with one line saying why and what to do, and nothing is writte
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import faiss
 import numpy as np
+import pyarrow as pa
 
 from ragidx.errors import IndexFormatError
-from ragidx.index.config import FaissConfig
+from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.directory import (
     DATA_FILE,
     DOCUMENT_KEY,
@@ -60,11 +72,15 @@ from ragidx.index.manifest import (
     Manifest,
     ManifestDamagedError,
     backup_note,
+    write_atomic,
 )
+from ragidx.index.salvage import Salvage, read_files, salvage
 from ragidx.index.shards import ShardedFaissIndex, VectorIndex, create_vectors
-from ragidx.index.store import DOCUMENT_LEVEL, Store
+from ragidx.index.store import DOCUMENT_LEVEL, DOCUMENT_SCHEMA, VECTOR_SCHEMA, DocumentRecord, Store
 
 T = TypeVar("T")
+QUARANTINE_NAME = "quarantine"  # DIR/quarantine/generation-NNNNNN/: a repaired generation's files
+DROPPED_NAME = "dropped.jsonl"  # in it: the documents the repair dropped, as ragidx ingest reads them
 
 
 @dataclass
@@ -78,6 +94,7 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     repairable: bool = False  # damaged, and :func:`repair` can fix it (its manifest or the backup reads)
+    repair_plan: str | None = None  # what it would do: ``keep 10, re-embed 2, drop 0``
 
     @property
     def ok(self) -> bool:
@@ -93,11 +110,13 @@ class VerifyReport:
             "problems": self.problems,
             "notes": self.notes,
             "repairable": self.repairable,
+            "repair_plan": self.repair_plan,
         }
 
 
-def verify(directory: str | Path) -> VerifyReport:
-    """Check an index directory; never raises for a damaged index (see :class:`VerifyReport`)."""
+def verify(directory: str | Path, *, plan: bool = True) -> VerifyReport:
+    """Check an index directory; never raises for a damaged index (see :class:`VerifyReport`).
+    ``plan``: work out what a repair would do (:attr:`VerifyReport.repair_plan`)."""
     directory = Path(directory)
     report = VerifyReport(directory=str(directory))
     try:
@@ -106,11 +125,13 @@ def verify(directory: str | Path) -> VerifyReport:
         report.problems.append(str(exc))
         current, report.repairable = _listed(directory)
         _notes(directory, current, report)
+        report.repair_plan = plan_summary(directory) if plan and report.repairable else None
         return report
     report.generation = manifest.generation
     report.documents, report.vectors = store.n_documents, store.n_vectors
     report.problems += _store_problems(directory, manifest, store)
     report.repairable = not report.ok
+    report.repair_plan = plan_summary(directory) if plan and report.repairable else None
     _notes(directory, _names(manifest), report)
     note = backup_note(directory, manifest)
     if note is not None:
@@ -171,6 +192,13 @@ def _notes(directory: Path, current: set[str] | None, report: VerifyReport) -> N
         report.notes.append(
             f"{directory / STAGING_NAME}: checkpoints of an interrupted ingest; the next ingest reuses them"
         )
+    quarantined = sorted(p.name for p in (directory / QUARANTINE_NAME).glob("generation-*"))
+    if quarantined:
+        report.notes.append(
+            f"{directory / QUARANTINE_NAME}: the damaged files that ragidx verify --repair replaced "
+            f"({', '.join(quarantined)}; dropped documents in their {DROPPED_NAME}); remove it once "
+            "you no longer need them"
+        )
     for path in sorted(directory.iterdir()):
         stale = current is not None and DATA_FILE.match(path.name) and path.name not in current
         leftover = stale or ".tmp-" in path.name
@@ -181,62 +209,128 @@ def _notes(directory: Path, current: set[str] | None, report: VerifyReport) -> N
 # ----------------------------------------------------------------------------- repair
 @dataclass
 class RepairReport:
-    """What :func:`repair` did: ``damage`` found, documents ``dropped`` (id → why), what it kept."""
+    """What :func:`repair` did (or, ``dry_run``, would do): ``damage`` found, documents ``kept``
+    as they were, ``reembedded`` from their stored text (id → why), ``dropped`` (id → why), fields
+    ``reset`` (id → names), and where the damaged generation's files were put (``quarantine``)."""
 
     directory: str
-    generation: int | None = None  # the generation it committed (None: nothing needed repair)
+    generation: int | None = None  # the generation it committed (None: nothing needed repair, or dry run)
     documents: int = 0
     vectors: int = 0
     damage: list[str] = field(default_factory=list)
     rebuilt: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    reembedded: dict[str, str] = field(default_factory=dict)
     dropped: dict[str, str] = field(default_factory=dict)
     dropped_unnamed: int = 0  # dropped documents whose ids were lost with the store
+    reset: dict[str, list[str]] = field(default_factory=dict)
     manifest_from: str | None = None  # the backup a damaged manifest was rebuilt from
+    quarantine: str | None = None  # the folder holding the damaged generation's files
+    dry_run: bool = False
     notes: list[str] = field(default_factory=list)  # files it found and did not restore
 
     @property
     def repaired(self) -> bool:
         return self.generation is not None
 
+    @property
+    def needed(self) -> bool:
+        """Whether the index needs (or needed) repair: anything damaged, rebuilt, re-embedded or dropped."""
+        changed = self.damage or self.rebuilt or self.reembedded or self.dropped or self.dropped_unnamed
+        return bool(changed or self.manifest_from)
+
+    def summary(self) -> str:
+        """``keep 10, re-embed 2, drop 0`` (dropped: named and unnamed)."""
+        dropped = len(self.dropped) + self.dropped_unnamed
+        return f"keep {len(self.kept)}, re-embed {len(self.reembedded)}, drop {dropped}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "directory": self.directory,
             "repaired": self.repaired,
+            "dry_run": self.dry_run,
             "generation": self.generation,
             "documents": self.documents,
             "vectors": self.vectors,
             "damage": self.damage,
             "rebuilt": self.rebuilt,
+            "kept": self.kept,
+            "reembedded": self.reembedded,
             "dropped": self.dropped,
             "dropped_unnamed": self.dropped_unnamed,
+            "reset": self.reset,
             "manifest_from": self.manifest_from,
+            "quarantine": self.quarantine,
             "notes": self.notes,
         }
 
 
-def repair(directory: str | Path) -> RepairReport:
-    """Make a damaged index usable again from what is intact (see the module docstring); an index
-    that verifies is left as it is, but for a crashed writer's leftovers."""
+# Embeds documents again into an index by its own model and settings (ragidx.ingestion.repair)
+Embed = Callable[[Index, list[DocumentRecord]], None]
+
+
+def repair(directory: str | Path, *, dry_run: bool = False, embed: Embed | None = None) -> RepairReport:
+    """Make a damaged index usable again, losing only what is lost (see the module docstring); an
+    index that verifies is left as it is, but for a crashed writer's leftovers. ``dry_run``: say
+    what would be kept, re-embedded and dropped, and change nothing. ``embed``: how documents
+    whose vectors were lost are embedded again (default: ``ragidx.ingestion.repair``, with the
+    index's model, loaded only when some need it)."""
     directory = Path(directory)
     _damaged_manifest(directory)  # the usual one-line error for a missing or unrepairable index
+    if dry_run:
+        if _damaged_manifest(directory) is None and verify(directory, plan=False).ok:
+            index = Index.open(directory)
+            kept = index.doc_ids()
+            return RepairReport(
+                str(directory), documents=len(kept), vectors=index.store.n_vectors, kept=kept, dry_run=True
+            )
+        report = _plan(directory)[1]
+        report.dry_run = True
+        report.documents = len(report.kept) + len(report.reembedded)
+        return report
     with WriterLock(directory):
         damaged = _damaged_manifest(directory)  # again: another writer may have come before the lock
-        if damaged is not None:
-            index, report = _rebuild_manifest(directory, damaged)
-            index.commit(replacing=damaged)
-        else:
-            found = verify(directory)
-            if found.ok:
-                Index.open(directory).remove_leftovers()
-                return RepairReport(str(directory), documents=found.documents, vectors=found.vectors)
-            index, report = _salvage(directory, Manifest.read(directory), RepairReport(str(directory)))
-            index.commit()
-        left = verify(directory).problems
+        if damaged is None and verify(directory, plan=False).ok:
+            index = Index.open(directory)
+            index.remove_leftovers()
+            kept = index.doc_ids()
+            return RepairReport(str(directory), documents=len(kept), vectors=index.store.n_vectors, kept=kept)
+        index, report, salvaged = _plan(directory)
+        if salvaged.reembed:
+            records = [record for record, _ in salvaged.reembed.values()]
+            (embed or _embed_again)(index, records)
+        report.quarantine = str(_quarantine(directory, index.manifest.generation, salvaged))
+        index.commit(replacing=damaged)
+        left = verify(directory, plan=False).problems
         if left:  # a kind of damage the salvage does not know: say so rather than claim success
             raise IndexFormatError(f"{directory}: repaired what it could, but {left[0]}")
     report.generation = index.manifest.generation
     report.documents, report.vectors = len(index), index.store.n_vectors
     return report
+
+
+def _embed_again(index: Index, records: list[DocumentRecord]) -> None:
+    from ragidx.ingestion.repair import embed_again  # torch and the ingest pipeline: only when needed
+
+    embed_again(index, records)
+
+
+def _plan(directory: Path) -> tuple[Index, RepairReport, Salvage]:
+    """The repaired index in memory (without the documents to embed again), what it keeps,
+    re-embeds and drops, and the salvage it came from; nothing is written."""
+    damaged = _damaged_manifest(directory)
+    if damaged is not None:
+        return _rebuild_manifest(directory, damaged)
+    return _salvage(directory, Manifest.read(directory), RepairReport(str(directory)))
+
+
+def plan_summary(directory: Path) -> str | None:
+    """What :func:`repair` would do to a damaged index (``keep 10, re-embed 2, drop 0``); None
+    when that cannot be worked out (no manifest to trust)."""
+    try:
+        return _plan(directory)[1].summary()
+    except Exception:  # verify never raises for a damaged index: the hint is left without its plan
+        return None
 
 
 def _damaged_manifest(directory: Path) -> ManifestDamagedError | None:
@@ -251,7 +345,7 @@ def _damaged_manifest(directory: Path) -> ManifestDamagedError | None:
     return None
 
 
-def _rebuild_manifest(directory: Path, damaged: ManifestDamagedError) -> tuple[Index, RepairReport]:
+def _rebuild_manifest(directory: Path, damaged: ManifestDamagedError) -> tuple[Index, RepairReport, Salvage]:
     """:func:`_salvage` of the generation the backup lists, numbered to commit past every data
     file here; files of newer generations are named (not restored)."""
     assert damaged.backup is not None
@@ -268,52 +362,143 @@ def _rebuild_manifest(directory: Path, damaged: ManifestDamagedError) -> tuple[I
         report.notes.append(
             f"{directory}: files of generation {generation} ({', '.join(names)}) are newer than "
             f"{BACKUP_NAME}: a commit that crashed at its manifest switch, or just after it; they are "
-            "not restored (only a generation known to be committed is) and go with this repair: if "
-            "an ingest or delete said it committed them, run it again"
+            "not restored (only a generation known to be committed is) and go with this repair to its "
+            "quarantine folder: if an ingest or delete said it committed them, run it again"
         )
-    index, report = _salvage(directory, backup, report)
+    index, report, salvaged = _salvage(directory, backup, report)
     index.manifest.generation = max([backup.generation, *newer])  # the commit writes the next one
-    return index, report
+    return index, report, salvaged
 
 
-def _salvage(directory: Path, manifest: Manifest, report: RepairReport) -> tuple[Index, RepairReport]:
-    """The index rebuilt in memory from the intact files ``manifest`` lists, and what was dropped
-    on the way (added to ``report``)."""
-    data: dict[str, bytes] = {}
-    for key, entry in manifest.files.items():
-        try:
-            data[key] = entry.read(directory)
-        except IndexFormatError as exc:
-            report.damage.append(str(exc))
-    lexical: LexicalIndex | None = _load(report, lambda: _lexical(directory, manifest, data))
-    store = _salvage_store(directory, manifest, data, lexical, report)
-    vectors, document_vectors = _salvage_vectors(directory, manifest, data, report)
+def _salvage(
+    directory: Path, manifest: Manifest, report: RepairReport
+) -> tuple[Index, RepairReport, Salvage]:
+    """The index rebuilt in memory from what is sound in the files ``manifest`` lists (see
+    ``ragidx.index.salvage``), without the documents to embed again, and what it keeps, re-embeds
+    and drops (added to ``report``)."""
+    data, intact, problems = read_files(directory, manifest)
+    report.damage += problems
+    lexical: LexicalIndex | None = None
+    if LEXICAL_KEY in intact:
+        lexical = _load(report, lambda: _lexical(directory, manifest, data))
+    configs = {key: manifest.faiss for key in vector_keys(manifest)}
+    if manifest.long_doc.hybrid is not None:
+        configs[DOCUMENT_KEY] = document_faiss(manifest.faiss)
+    named = [] if lexical is None else list(lexical.doc_ids)
+    found = salvage(directory, manifest, data, intact, list(configs), configs, named)
+    report.damage += [problem for problem in found.problems if problem not in report.damage]
+    kept = [record for record, _ in found.keep.values()]
+    rows = [row for _, doc_rows in found.keep.values() for row in doc_rows]
+    store = Store(
+        pa.Table.from_pylist([record.to_row() for record in kept], schema=DOCUMENT_SCHEMA),
+        pa.Table.from_pylist([asdict(row) for row in rows], schema=VECTOR_SCHEMA),
+    )
+    vectors, document_vectors = _levels(manifest, found, configs)
     copy = manifest.model_copy(deep=True)
     index = Index(directory, copy, vectors, store, document_vectors=document_vectors)
-    dropped = {**report.dropped, **_unusable(store, vectors, document_vectors)}
-    kept = set(store.doc_ids()) - dropped.keys()
-    if manifest.lexical is not None and (lexical is None or set(lexical.doc_ids) - dropped.keys() != kept):
-        lexical = None  # rebuilt below from the stored texts, but for streamed files' (their head only)
-        for doc_id in sorted(kept):
-            if store.document(doc_id).metadata.get("streamed"):
-                dropped[doc_id] = "its BM25 entries were lost, and only its streamed file's head is stored"
-        report.rebuilt.append("the lexical index, from the stored texts")
-    orphans = {owner for owner in store.vector_doc_ids() if store.sha256(owner) is None}
-    if orphans:
-        report.rebuilt.append(f"the vector table, without the rows of {len(orphans)} unrecorded documents")
-    store.remove(dropped.keys() | orphans)
     _drop_unowned(index)
-    if lexical is not None:
-        lexical.remove(dropped)
-        index.lexical = lexical
-    elif manifest.lexical is not None:
-        index.enable_lexical(manifest.lexical)
+    report.kept = list(found.keep)
+    report.reembedded = {doc_id: why for doc_id, (_, why) in found.reembed.items()}
+    report.dropped = dict(found.drop)
+    report.dropped_unnamed = found.dropped_unnamed
+    report.reset = found.reset
+    if manifest.lexical is not None:
+        if lexical is not None:
+            lexical.remove(set(lexical.doc_ids) - found.keep.keys())
+        if lexical is not None and set(lexical.doc_ids) == found.keep.keys():
+            index.lexical = lexical
+        else:
+            _rebuild_lexical(index, manifest.lexical, report, found)
     vids = store.vids()
-    index.manifest.next_vid = max(manifest.next_vid, int(vids.max()) + 1 if len(vids) else 0)
-    if manifest.counts != manifest.counts.model_validate(store.stats()):
+    top = int(vids.max()) + 1 if len(vids) else 0
+    sound = [max(level.sound) + 1 for level in found.levels.values() if level.sound]
+    index.manifest.next_vid = max([manifest.next_vid, top, *sound])
+    if manifest.counts != manifest.counts.model_validate(store.stats()) or found.reembed or found.drop:
         report.rebuilt.append("the manifest's counts")
-    report.dropped = dropped
-    return index, report
+    return index, report, found
+
+
+def _rebuild_lexical(index: Index, config: LexicalConfig, report: RepairReport, found: Salvage) -> None:
+    """The lexical index analysed again from the kept texts; a streamed file's store holds its
+    head only, so its documents are dropped (their files are read whole again by the next ingest)."""
+    streamed = [d for d in index.store.doc_ids() if index.store.document(d).metadata.get("streamed")]
+    for doc_id in streamed:
+        why = "its BM25 entries were lost, and only its streamed file's head is stored"
+        report.dropped[doc_id] = why
+        report.kept.remove(doc_id)
+        source = index.store.document(doc_id).source
+        found.dropped_records.append({"doc_id": doc_id, "source": source, "why": why})
+    index.remove(streamed)
+    index.enable_lexical(config)
+    report.rebuilt.append("the lexical index, from the stored texts")
+
+
+def _levels(
+    manifest: Manifest, found: Salvage, configs: dict[str, FaissConfig]
+) -> tuple[VectorIndex, FaissIndex | None]:
+    """The chunk-level vectors (a shard with nothing sound: an empty copy of a sound one, which
+    keeps their shared training; else a new one) and, in a hybrid index, the document-level ones."""
+    dim = manifest.encoder.dim
+    shards = [found.levels[key].index for key in vector_keys(manifest)]
+    intact = next((shard for shard in shards if shard is not None), None)
+    vectors: VectorIndex
+    if intact is None:
+        vectors = create_vectors(dim, manifest.faiss)
+    else:
+        full = [shard or _emptied(intact) for shard in shards]
+        vectors = full[0] if len(full) == 1 else ShardedFaissIndex(full, manifest.faiss)
+    if DOCUMENT_KEY not in found.levels:
+        return vectors, None
+    document_vectors = found.levels[DOCUMENT_KEY].index
+    return vectors, document_vectors or FaissIndex.create(dim, configs[DOCUMENT_KEY])
+
+
+def _quarantine(directory: Path, generation: int, found: Salvage) -> Path:
+    """Keep the damaged generation before a repair commits over it: every data file here (the
+    commit removes them) and the manifest, hard-linked (copied where links fail) into
+    ``DIR/quarantine/generation-NNNNNN/``, with ``dropped.jsonl``: what reads of the dropped
+    documents, in the JSONL form ``ragidx ingest`` reads."""
+    base = directory / QUARANTINE_NAME / f"generation-{generation:06d}"
+    folder, number = base, 1
+    while folder.exists():
+        number += 1
+        folder = base.with_name(f"{base.name}-{number}")
+    folder.mkdir(parents=True)
+    for path in sorted(directory.iterdir()):
+        if DATA_FILE.match(path.name) or path.name in (MANIFEST_NAME, BACKUP_NAME):
+            try:
+                os.link(path, folder / path.name)
+            except OSError:
+                shutil.copy2(path, folder / path.name)
+    lines = [
+        json.dumps(_jsonl(record), ensure_ascii=False, sort_keys=True) for record in found.dropped_records
+    ]
+    if lines:
+        write_atomic(folder / DROPPED_NAME, ("\n".join(lines) + "\n").encode("utf-8"))
+    return folder
+
+
+def _jsonl(row: dict[str, Any]) -> dict[str, Any]:
+    """A dropped document's readable fields as a ``ragidx ingest`` JSONL record: its stored text as
+    ``text`` (the title is already part of it), the rest beside it (a missing text: empty)."""
+    metadata = row.get("metadata")
+    try:
+        extra = json.loads(metadata) if isinstance(metadata, str) else {}
+    except ValueError:
+        extra = {}
+    record = {k: v for k, v in (extra if isinstance(extra, dict) else {}).items() if k not in _JSONL_KEYS}
+    record.update({"_id": row.get("doc_id"), "text": row.get("text") or ""})
+    record["ragidx_repair"] = {
+        "why": row.get("why"),
+        "source": row.get("source"),
+        "title": row.get("title"),
+        "sha256": row.get("sha256"),
+        "text_sound": isinstance(row.get("text"), str),
+    }
+    return record
+
+
+_JSONL_KEYS = frozenset({"_id", "id", "text", "title", "ragidx_repair"})
 
 
 def _load(report: RepairReport, load: Callable[[], T]) -> T | None:
@@ -332,83 +517,11 @@ def _lexical(directory: Path, manifest: Manifest, data: dict[str, bytes]) -> Lex
     return LexicalIndex.from_bytes(data[LEXICAL_KEY], manifest.lexical, str(path))
 
 
-def _salvage_store(
-    directory: Path,
-    manifest: Manifest,
-    data: dict[str, bytes],
-    lexical: LexicalIndex | None,
-    report: RepairReport,
-) -> Store:
-    """The store, or an empty one when either Parquet file is damaged: every document is dropped,
-    named where the lexical index still lists it."""
-    if "documents" in data and "chunks" in data:
-        store = _load(report, lambda: Store.from_bytes(data["documents"], data["chunks"], str(directory)))
-        if store is not None:
-            return store
-    named = lexical.doc_ids if lexical is not None else []
-    report.dropped.update({doc_id: "the store (its text and vector rows) is damaged" for doc_id in named})
-    report.dropped_unnamed = max(0, manifest.counts.documents - len(named))
-    return Store.empty()
-
-
-def _salvage_vectors(
-    directory: Path, manifest: Manifest, data: dict[str, bytes], report: RepairReport
-) -> tuple[VectorIndex, FaissIndex | None]:
-    """The chunk-level vectors (a damaged shard replaced by an empty copy of an intact one, which
-    keeps their shared training) and, in a hybrid index, the document-level ones (empty if damaged)."""
-    dim, config = manifest.encoder.dim, manifest.faiss
-
-    def level(key: str, settings: FaissConfig) -> FaissIndex | None:
-        if key not in data:
-            return None
-        path = directory / manifest.files[key].name
-        loaded = _load(report, lambda: FaissIndex.from_bytes(data[key], settings, str(path)))
-        if loaded is not None and loaded.dim != dim:
-            report.damage.append(f"{path}: {loaded.dim}-d vectors, the manifest says {dim}-d")
-            return None
-        return loaded
-
-    shards = [level(key, config) for key in vector_keys(manifest)]
-    intact = next((shard for shard in shards if shard is not None), None)
-    vectors: VectorIndex
-    if intact is None:
-        vectors = create_vectors(dim, config)
-    else:
-        full = [shard or _emptied(intact) for shard in shards]
-        vectors = full[0] if len(full) == 1 else ShardedFaissIndex(full, config)
-    if manifest.long_doc.hybrid is None:
-        return vectors, None
-    upper = document_faiss(config)
-    document_vectors = level(DOCUMENT_KEY, upper)
-    return vectors, FaissIndex.create(dim, upper) if document_vectors is None else document_vectors
-
-
 def _emptied(shard: FaissIndex) -> FaissIndex:
     """A copy of ``shard`` without its vectors: the same factory and training."""
     index = faiss.clone_index(shard.index)
     index.reset()
     return FaissIndex(index, shard.config)
-
-
-def _unusable(store: Store, vectors: VectorIndex, document_vectors: FaissIndex | None) -> dict[str, str]:
-    """The documents whose record, vector rows and vectors do not all agree, with the reason."""
-    chunk_ids = set(vectors.ids().tolist())
-    document_ids = set() if document_vectors is None else set(document_vectors.ids().tolist())
-    repeated = Counter(store.vids().tolist())
-    dropped: dict[str, str] = {}
-    for row in store.summaries():
-        doc_id, recorded = row["doc_id"], row["n_vectors"]
-        vids, ordinals = store.document_vids(doc_id)
-        upper = _upper(ordinals, document_vectors is not None)
-        if len(vids) != recorded:
-            dropped[doc_id] = f"its record says {recorded} vectors, the vector table {len(vids)}"
-        elif any(repeated[vid] > 1 for vid in vids.tolist()):
-            dropped[doc_id] = "its vector ids are also another document's"
-        elif document_vectors is not None and int(upper.sum()) != 1:
-            dropped[doc_id] = f"it has {int(upper.sum())} document-level vectors, not one"
-        elif not (set(vids[~upper].tolist()) <= chunk_ids and set(vids[upper].tolist()) <= document_ids):
-            dropped[doc_id] = "its vectors were lost (in a damaged FAISS file, or missing from it)"
-    return dropped
 
 
 def _upper(ordinals: np.ndarray, hybrid: bool) -> np.ndarray:

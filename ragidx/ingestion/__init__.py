@@ -4,9 +4,11 @@
   rest in token-budgeted batches, commit one new index generation;
 * :mod:`~ragidx.ingestion.streaming` — files too large to hold in memory, embedded block by block;
 * :mod:`~ragidx.ingestion.checkpoints` — embedded batches kept on disk so a killed ingest resumes;
-* :mod:`~ragidx.ingestion.ray_engine` — the same ingest with the embedding spread over a Ray cluster.
+* :mod:`~ragidx.ingestion.ray_engine` — the same ingest with the embedding spread over a Ray cluster;
+* :mod:`~ragidx.ingestion.repair` — a repair's documents that lost their vectors, embedded again.
 
-This package composes the stages (it imports read, embed and index); nothing below imports it.
+This package composes the stages (it imports read, embed and index); nothing below imports it at
+import time (``ragidx.index.verify.repair`` calls :mod:`~ragidx.ingestion.repair` when it must).
 """
 
 from __future__ import annotations

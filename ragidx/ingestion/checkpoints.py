@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 
 from ragidx.index.directory import STAGING_NAME
 from ragidx.index.manifest import write_atomic
+from ragidx.index.store import read_parquet
 
 _BATCH = re.compile(r"batch-[0-9a-f]{24}-(?P<checksum>[0-9a-f]{64})\.parquet")
 _PART = re.compile(r"part-(?P<sha>[0-9a-f]{64})-(?P<start>\d{9})-(?P<checksum>[0-9a-f]{64})\.parquet")
@@ -190,7 +191,7 @@ class Checkpoints:
             data = path.read_bytes()
             if hashlib.sha256(data).hexdigest() != name["checksum"]:
                 raise ValueError(f"{path}: checksum mismatch")
-            table = pq.read_table(io.BytesIO(data))
+            table = read_parquet(data)
             vector_type = table.schema.field("vector").type
             if not pa.types.is_fixed_size_list(vector_type) or vector_type.list_size != self.dim:
                 raise ValueError(f"{path}: vectors are not {self.dim}-d")

@@ -14,6 +14,12 @@ Inside one document (:func:`embed_checkpointed`, shared with the Ray actors) a r
 each part's token sha256 against the tokens it reads: parts of other text (the file was rewritten
 while a killed ingest streamed it, then restored) are dropped with a warning and the document is
 embedded from its start.
+Two threads keep the encoder busy (issue 38; ``benchmarks/ingest_pipeline.py`` measures the rest of
+the pipeline with a model of zero cost): a producer reads, hashes and tokenizes the next documents in
+groups (``ragidx.ingestion.prefetch``), and one batch is embedded in an embedding thread while this
+thread checkpoints and adds the batch before it and plans the next (:meth:`_Run.submit`). Batches,
+checkpoints, vector ids and vectors are those of the sequential order; both threads are stopped and
+joined before :func:`ingest` returns or raises (Ctrl-C included).
 A streamed file whose text changed between its hash and its embedding is skipped (the index keeps
 what it had). With ``prune``, documents whose source disappeared are removed. Everything is
 committed once at the end: until then the index on disk is untouched. Every document records how it
@@ -28,9 +34,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +60,7 @@ from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import now
 from ragidx.index.store import DocumentRecord, VectorRecord
 from ragidx.ingestion.checkpoints import DAMAGED_REASON, Checkpoints, Parts
+from ragidx.ingestion.prefetch import Prefetch
 from ragidx.ingestion.streaming import (
     PIECE_CHARS,
     Spool,
@@ -63,8 +73,10 @@ from ragidx.ingestion.streaming import (
     streams,
     whitespace_pieces,
 )
+from ragidx.read.formats import suffix_list
 from ragidx.read.walk import Document, Skipped, iter_documents
 
+_PROGRESS_EVERY = 0.1  # seconds between progress reports while waiting for the embedding thread
 CHANGED_LEXICAL_REASON = (
     "changed while its words were being read for the lexical index: its BM25 still covers only "
     "the start stored in the index; ingest again once the file is no longer written"
@@ -233,14 +245,21 @@ def commit_files(
     directory = index.directory
     assert directory is not None
     run = _Run(index, config, progress, IngestReport(index=str(directory)), fresh=fresh)
-    for path in paths:
-        options = config.ingest
-        for item in iter_documents(path, options.include, options.exclude, options.stream_bytes):
-            run.take(item)
-    read_all = getattr(progress, "read_all", None)  # optional in Progress implementations
-    if read_all is not None:
-        read_all()
-    run.flush()
+    options = config.ingest
+    items = (
+        item
+        for path in paths
+        for item in iter_documents(path, options.include, options.exclude, options.stream_bytes)
+    )
+    # reading, hashing and tokenizing run ahead in a thread (ragidx.ingestion.prefetch), the
+    # encoder in another (_Run.submit); both are stopped and joined on the way out
+    with run, Prefetch(items, _content_sha256, run.tokenize, run.wanted) as prepared:
+        for ready in prepared:
+            run.take(ready.item, ready.digest, ready.tokens)
+        read_all = getattr(progress, "read_all", None)  # optional in Progress implementations
+        if read_all is not None:
+            read_all()
+        run.flush()
     report = run.report
     if config.ingest.prune:
         run.prune(paths)
@@ -250,8 +269,7 @@ def commit_files(
     if not changed and not Index.exists(directory):
         found = f"{len(report.skipped)} skipped" if report.skipped else "no supported files"
         raise InputError(
-            f"{', '.join(map(str, paths))}: no documents to ingest ({found}); supported: "
-            ".txt .md .html .htm .pdf .jsonl"
+            f"{', '.join(map(str, paths))}: no documents to ingest ({found}); supported: {suffix_list()}"
         )
     if config.ingest.strict and report.skipped:
         first = report.skipped[0]
@@ -283,10 +301,10 @@ def add_documents(
     id is skipped."""
     report = report or IngestReport(index=index.name)
     started = time.perf_counter()
-    run = _Run(index, RagidxConfig(), progress or _Silent(), report, checkpoints=False)
-    for item in documents:
-        run.take(item)
-    run.flush()
+    with _Run(index, RagidxConfig(), progress or _Silent(), report, checkpoints=False) as run:
+        for item in documents:
+            run.take(item)
+        run.flush()
     report.seconds += time.perf_counter() - started
     return report
 
@@ -418,9 +436,34 @@ class _Run:
         self.planned_tokens = 0
         self.seen: dict[str, str] = {}
         self.skipped_sources: set[str] = set()
+        # held while the index changes, and by the prefetch thread while it reads the store (wanted)
+        self.lock = threading.Lock()
+        self.worker: ThreadPoolExecutor | None = None  # the embedding thread, started with a batch
+        self.in_flight: tuple[list[_Planned], Future[tuple[dict[str, np.ndarray], float, int]]] | None = None
+        self.embedded_tokens: deque[int] = deque()  # encoder batches ended, not reported yet
+        self.stopping = threading.Event()
 
-    def take(self, item: Document | Skipped) -> None:
-        """Plan one document (or record one skipped file); embed when a batch is full."""
+    def __enter__(self) -> _Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wanted(self, item: Document, digest: str) -> bool:
+        """Whether :meth:`take` will tokenize ``item`` whole (asked ahead, from the prefetch
+        thread): not streamed, and its content not in the index already."""
+        if streams(item, self.encoder, self.long_doc):
+            return False
+        with self.lock:
+            return self.index.store.sha256(item.doc_id) != digest
+
+    def tokenize(self, texts: list[str]) -> list[Tokens]:
+        """Documents' texts tokenized in one call (the prefetch thread's groups)."""
+        return self.encoder.tokenize_many(texts, "document")
+
+    def take(self, item: Document | Skipped, digest: str | None = None, tokens: Tokens | None = None) -> None:
+        """Plan one document (or record one skipped file); embed when a batch is full. ``digest``:
+        its content sha256, ``tokens``: its tokens, when they were made ahead (else made here)."""
         if isinstance(item, Skipped):
             self.skip(item)
             return
@@ -429,15 +472,19 @@ class _Run:
             self.skip(Skipped(item.source, f"duplicate document id {item.doc_id!r} (first from {first})"))
             return
         self.seen[item.doc_id] = item.source
-        digest = content_sha256(item)
-        previous = self.index.store.sha256(item.doc_id)
-        if previous == digest and _same_record(self.index.store.document(item.doc_id), item):
+        digest = content_sha256(item) if digest is None else digest
+        with self.lock:
+            previous = self.index.store.sha256(item.doc_id)
+            unchanged = previous == digest and _same_record(self.index.store.document(item.doc_id), item)
+        if unchanged:
             self.report.unchanged += 1
             if item.doc_id in self.index.lexical_from_head:  # a streamed file, its lexical part new
                 now = hashlib.sha256()  # the file is read again: it must still be what was hashed
-                if not self.index.add_lexical_text(
-                    item.doc_id, hashed_pieces(item, now), lambda: now.hexdigest() == digest
-                ):
+                with self.lock:
+                    added = self.index.add_lexical_text(
+                        item.doc_id, hashed_pieces(item, now), lambda: now.hexdigest() == digest
+                    )
+                if not added:
                     self.warn(Skipped(item.source, CHANGED_LEXICAL_REASON))
             return
         warning = item.metadata.get("warning")
@@ -446,7 +493,7 @@ class _Run:
         if streams(item, self.encoder, self.long_doc):
             self.take_streamed(item, digest, previous is not None)
             return
-        tokens = self.encoder.tokenize(item.text, "document")
+        tokens = self.encoder.tokenize(item.text, "document") if tokens is None else tokens
         if not len(tokens):
             self.skip(Skipped(item.source, "no tokens after tokenization (nothing to embed)"))
             return
@@ -464,7 +511,7 @@ class _Run:
             return
         self.planned_tokens += doc_plan.n_embedded
         if self.planned_tokens >= self.batch_tokens:
-            self.flush()
+            self.submit()
 
     def _checkpointed_inside(self, doc_plan: EmbedPlan) -> bool:
         return checkpointed_inside(doc_plan, self.batch_tokens, self.encoder, self.long_doc)
@@ -552,18 +599,61 @@ class _Run:
         self.progress.skipped(item)
 
     def flush(self) -> None:
-        """Embed the pending batch, checkpoint it, and add its documents to the index."""
-        if self.pending:
-            reused = [p for p in self.pending if p.vectors is not None and p.sha256 not in self.fresh]
-            self.report.resumed += len(reused)
-            embedded = _embed(self.pending, self.encoder, self.report, self.progress)
-            if self.checkpoints:
-                self.checkpoints.save(embedded)
-            if embedded:
-                faults.point("after-batch")
-            for item in self.pending:
-                self.add(item)
-        self.pending, self.planned_tokens = [], 0
+        """Embed the pending batch, checkpoint it, and add its documents to the index (and the
+        batch before it, if it is still being embedded)."""
+        self.submit()
+        self.finish()
+
+    def submit(self) -> None:
+        """Hand the pending batch to the embedding thread, after adding the batch before it: the
+        encoder embeds one batch while this thread adds the one before and plans the next."""
+        if not self.pending:
+            return
+        self.finish()
+        batch, self.pending, self.planned_tokens = self.pending, [], 0
+        self.report.resumed += sum(p.vectors is not None and p.sha256 not in self.fresh for p in batch)
+        if self.worker is None:
+            self.worker = ThreadPoolExecutor(1, thread_name_prefix="ragidx-embed")
+        self.in_flight = (batch, self.worker.submit(_embed, batch, self.encoder, self.on_batch))
+
+    def finish(self) -> None:
+        """Wait for the batch being embedded, checkpoint it, and add its documents to the index."""
+        if self.in_flight is None:
+            return
+        batch, future = self.in_flight
+        self.in_flight = None
+        while True:  # progress is reported from this thread, as the batches of the encoder end
+            try:
+                embedded, seconds, window_tokens = future.result(timeout=_PROGRESS_EVERY)
+                break
+            except FutureTimeout:
+                self.report_embedded()
+        self.report_embedded()
+        self.report.embed_seconds += seconds
+        self.report.window_tokens += window_tokens
+        if self.checkpoints:
+            self.checkpoints.save(embedded)
+        if embedded:
+            faults.point("after-batch")
+        for item in batch:
+            self.add(item)
+
+    def on_batch(self, n_tokens: int) -> None:
+        """One batch of the encoder ended (called in the embedding thread)."""
+        if self.stopping.is_set():
+            raise _Stopped
+        self.embedded_tokens.append(n_tokens)
+
+    def report_embedded(self) -> None:
+        while self.embedded_tokens:
+            self.progress.embedded(self.embedded_tokens.popleft())
+
+    def close(self) -> None:
+        """Stop the embedding thread (after the encoder batch it is in) and wait for it."""
+        self.stopping.set()
+        if self.worker is not None:
+            self.worker.shutdown(wait=True, cancel_futures=True)
+            self.worker = None
 
     def add(self, item: _Planned, text: Iterable[str] | None = None) -> None:
         """Add an embedded document to the index; ``text``: its whole text in pieces (a streamed
@@ -586,7 +676,8 @@ class _Run:
         rows = item.rows or _span_records(doc.doc_id, item.plan, item.tokens)
         if text is None and len(doc.text) > PIECE_CHARS:  # the lexical analysis holds one piece at a time
             text = (piece for piece, _ in whitespace_pieces(doc))
-        self.index.add(record, item.vectors, rows, text=text)
+        with self.lock:
+            self.index.add(record, item.vectors, rows, text=text)
         report.updated += item.replaces
         report.added += not item.replaces
         report.by_mode[record.embed_mode] += 1
@@ -616,6 +707,11 @@ class _Run:
             and under(row["source"])
             and row["source"] not in self.skipped_sources
         ]
+
+
+def _content_sha256(document: Document) -> str:
+    """:func:`content_sha256`, looked up when called (tests replace it)."""
+    return content_sha256(document)
 
 
 def _has_lexical_file(index: Index) -> bool:
@@ -650,29 +746,32 @@ def _open_or_create(directory: Path, config: RagidxConfig) -> Index:
     return index
 
 
+class _Stopped(Exception):
+    """The ingest ended (an error, Ctrl-C) while a batch was being embedded: the batch stops."""
+
+
 def _embed(
-    pending: list[_Planned], encoder: Encoder, report: IngestReport, progress: Progress
-) -> dict[str, np.ndarray]:
+    pending: list[_Planned], encoder: Encoder, on_batch: Callable[[int], None]
+) -> tuple[dict[str, np.ndarray], float, int]:
     """Embed every window of the pending documents without vectors in one length-sorted run; set
-    each one's final vectors (PCW averaged, L2-normalised) and return them by content sha256."""
+    each one's final vectors (PCW averaged, L2-normalised) and return them by content sha256, with
+    the seconds it took and the window tokens embedded (the ingest's embedding thread runs it)."""
     todo = [p for p in pending if p.vectors is None]
     if not todo:
-        return {}
+        return {}, 0.0, 0
     started = time.perf_counter()
     window_tokens = 0
 
-    def on_batch(n_tokens: int) -> None:
+    def counted(n_tokens: int) -> None:
         nonlocal window_tokens
         window_tokens += n_tokens
-        progress.embedded(n_tokens)
+        on_batch(n_tokens)
 
-    embedded = embed_plans(encoder, [(p.tokens, p.plan) for p in todo if p.tokens is not None], on_batch)
-    report.embed_seconds += time.perf_counter() - started
-    report.window_tokens += window_tokens
+    embedded = embed_plans(encoder, [(p.tokens, p.plan) for p in todo if p.tokens is not None], counted)
     out: dict[str, np.ndarray] = {}
     for item, vectors in zip(todo, embedded, strict=True):
         item.vectors = out[item.sha256] = vectors
-    return out
+    return out, time.perf_counter() - started, window_tokens
 
 
 def _span_records(doc_id: str, doc_plan: EmbedPlan, tokens: Tokens | None) -> list[VectorRecord]:

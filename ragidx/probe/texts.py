@@ -1,7 +1,7 @@
 """The texts a probe reads: documents from a folder or JSONL, the generated filler, and sentences.
 
-* :func:`load_texts` — every document under a folder (``.txt .md .html .pdf``) or in a BEIR-style
-  JSONL file, through the ingestion loader (:func:`ragidx.read.walk.iter_documents`);
+* :func:`load_texts` — every document under a folder (any format of :mod:`ragidx.read.formats`) or in
+  a BEIR-style JSONL file, through the ingestion loader (:func:`ragidx.read.walk.iter_documents`);
   :func:`long_texts` keeps those of at least N model tokens (a long-context strategy needs texts
   longer than the window to have anything to extend);
 * :func:`filler` — the irrelevant "needle" of the insertion ablation: a Lorem-Ipsum-like text,
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragidx.errors import InputError
+from ragidx.read.formats import suffix_list
 from ragidx.read.walk import Document, iter_documents
 
 _LOREM = (
@@ -51,7 +52,7 @@ def load_texts(path: str | Path, limit: int | None = None) -> list[Text]:
             found.append(Text(item.doc_id, "".join(item.pieces())))
     if not found:
         raise InputError(
-            f"{path}: no texts found; give a folder of .txt/.md/.html/.pdf files or a JSONL file "
+            f"{path}: no texts found; give a folder of {suffix_list('/')} files or a JSONL file "
             'with one {"_id", "text"} object per line'
         )
     found.sort(key=lambda t: t.text_id)

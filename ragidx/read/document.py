@@ -1,12 +1,12 @@
 """What the read stage produces: :class:`Document` (one retrievable unit of text) and
 :class:`Skipped` (a file, or a JSONL line, that gave no document, and why).
 
-It also holds what every reader shares: the file types read (:data:`SUPPORTED_SUFFIXES`), the
-streaming limits (:data:`STREAM_BYTES`, :data:`STREAM_BLOCK`, :data:`HEAD_CHARS`), the wording of
-common skip reasons, and the check that refuses ids with control characters
-(:func:`control_character`: a newline in an id would break every line that shows it). It imports
-no parser or charset detector: :mod:`ragidx.config` reads :data:`STREAM_BYTES` from here, and
-``ragidx --help`` must start fast.
+It also holds what every reader shares: the streaming limits (:data:`STREAM_BYTES`,
+:data:`STREAM_BLOCK`, :data:`HEAD_CHARS`), the wording of common skip reasons, and the check that
+refuses ids with control characters (:func:`control_character`: a newline in an id would break
+every line that shows it); :data:`SUPPORTED_SUFFIXES` is :mod:`ragidx.read.formats`' table's,
+named here for older imports. It imports no parser or charset detector: :mod:`ragidx.config` reads
+:data:`STREAM_BYTES` from here, and ``ragidx --help`` must start fast.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from ragidx.read.formats import SUPPORTED_SUFFIXES  # the table of formats is ragidx.read.formats
 
 __all__ = [
     "EMPTY_REASON",
@@ -28,15 +30,6 @@ __all__ = [
     "os_reason",
 ]
 
-SUPPORTED_SUFFIXES: tuple[str, ...] = (
-    ".txt",
-    ".md",
-    ".markdown",
-    ".html",
-    ".htm",
-    ".pdf",
-    ".jsonl",
-)
 
 EMPTY_REASON = "empty document (no text after extraction)"
 STREAM_BYTES = 32 << 20  # text files larger than this are streamed, HTML parsed without a tree

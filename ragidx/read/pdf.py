@@ -20,7 +20,7 @@ import pypdf
 
 from ragidx.read.document import EMPTY_REASON, Document, Skipped, os_reason
 
-__all__ = ["PDF_PAGE_CONTENT_LIMIT", "read_pdf"]
+__all__ = ["PDF_PAGE_CONTENT_LIMIT", "pdf_documents", "read_pdf"]
 
 PDF_PAGE_CONTENT_LIMIT = 16 << 20  # decompressed drawing instructions per PDF page
 _REASON_MAX = 160
@@ -35,6 +35,11 @@ def read_pdf(path: Path, doc_id: str, source: str) -> Document | Skipped:
         return Skipped(source, f"cannot read file: {os_reason(exc)}")
     except Exception as exc:  # pypdf raises many types on malformed input
         return Skipped(source, f"malformed PDF: {_short(exc)}")
+
+
+def pdf_documents(path: Path, doc_id: str, source: str, stream_bytes: int) -> Iterator[Document | Skipped]:
+    """:func:`read_pdf` as a :class:`~ragidx.read.formats.Reader` (a PDF is never streamed)."""
+    yield read_pdf(path, doc_id, source)
 
 
 def _pdf_document(reader: pypdf.PdfReader, doc_id: str, source: str) -> Document | Skipped:

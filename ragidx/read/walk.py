@@ -2,10 +2,12 @@
 
 This is the entry point of the read stage (the first of load -> tokenize -> encode -> pool -> index
 -> retrieve). It walks a file or folder (sorted, hidden entries and symlinked folders left out,
-``include``/``exclude`` globs applied), sends each file to the reader of its type (text and
-Markdown here, :mod:`~ragidx.read.html`, :mod:`~ragidx.read.pdf`, :mod:`~ragidx.read.jsonl`), and
-reports every file (or JSONL line) it could not use as a :class:`Skipped` entry with a one-line
-reason instead of raising.
+``include``/``exclude`` globs applied), sends each file to the reader its suffix has in
+:data:`~ragidx.read.formats.FORMATS` (the one table of formats), and reports every file (or JSONL
+line) it could not use as a :class:`Skipped` entry with a one-line reason instead of raising. The
+readers of decoded text live here, as they share the streaming of large files: text and Markdown
+(:func:`read_text`, :func:`read_markdown`), HTML (:func:`read_html`, parsed by
+:mod:`~ragidx.read.html`) and JSONL (:func:`read_jsonl`, parsed by :mod:`~ragidx.read.jsonl`).
 
 Hostile input is bounded: text files larger than ``stream_bytes`` are not read into memory but
 *streamed* (the :class:`Document` holds the first characters; :meth:`Document.pieces` yields the
@@ -30,15 +32,14 @@ from ragidx.read.document import (
     HEAD_CHARS,
     STREAM_BLOCK,
     STREAM_BYTES,
-    SUPPORTED_SUFFIXES,
     Document,
     Skipped,
     control_character,
     os_reason,
 )
+from ragidx.read.formats import SUPPORTED_SUFFIXES, format_of, suffix_list
 from ragidx.read.html import declared_charset, html_document
 from ragidx.read.jsonl import parse_jsonl
-from ragidx.read.pdf import read_pdf
 from ragidx.read.text import decode_bytes, decode_with_warning, stream_encoding
 
 __all__ = [
@@ -50,11 +51,13 @@ __all__ = [
     "list_files",
     "read_documents",
     "read_file",
+    "read_html",
+    "read_jsonl",
+    "read_markdown",
+    "read_text",
 ]
 
-_TEXT_FORMATS: dict[str, str] = {".txt": "text", ".md": "markdown", ".markdown": "markdown"}
 _NOT_REGULAR = "not a regular file (a FIFO, socket or device): not read"
-_HTML_SUFFIXES = (".html", ".htm")
 
 
 def iter_documents(
@@ -146,7 +149,7 @@ def _walk_dir(
                 if not any(fnmatch(rel, p) or fnmatch(name, p) for p in exclude):
                     yield from walk(entry_path, (*rel_parts, name))
                 continue
-            if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
+            if format_of(name) is None:
                 continue
             if not _selected(rel, name, include, exclude):
                 continue
@@ -191,9 +194,9 @@ def _selected(rel: str, name: str, include: tuple[str, ...], exclude: tuple[str,
 def read_file(path: Path, doc_id: str) -> list[Document] | Skipped:
     """Read one file as documents, or say why it cannot be used.
 
-    Text, Markdown, HTML and PDF files give one document with ``doc_id``; a JSONL file gives one
-    document per good record (ids come from the records, ``doc_id`` is unused). Bad JSONL lines
-    are left out here; :func:`iter_documents` reports them as :class:`Skipped`.
+    A file gives one document with ``doc_id``, except a JSONL file: one document per good record
+    (ids come from the records, ``doc_id`` is unused). Bad JSONL lines are left out here;
+    :func:`iter_documents` reports them as :class:`Skipped`.
     """
     items = list(_iter_file(Path(path), doc_id, STREAM_BYTES))
     docs = [item for item in items if isinstance(item, Document)]
@@ -207,49 +210,97 @@ def read_file(path: Path, doc_id: str) -> list[Document] | Skipped:
 def _iter_file(path: Path, doc_id: str, stream_bytes: int) -> Iterator[Document | Skipped]:
     """Documents of one file, plus Skipped entries in file order (one for a whole-file failure)."""
     source = _abs(path)
-    suffix = path.suffix.lower()
-    if suffix == ".pdf":
-        yield read_pdf(path, doc_id, source)
-        return
-    if suffix not in SUPPORTED_SUFFIXES:
+    found = format_of(path)
+    if found is None:
+        suffix = path.suffix.lower()
         yield Skipped(
             source,
-            f"unsupported file type {suffix or '(no suffix)'!r}: "
-            f"supported types are {', '.join(SUPPORTED_SUFFIXES)}",
+            f"unsupported file type {suffix or '(no suffix)'!r}: supported types are {suffix_list(', ')}",
         )
         return
-    try:
-        size = path.stat().st_size
-        if suffix in _TEXT_FORMATS and size > stream_bytes:
-            yield _streamed_text(path, doc_id, source, _TEXT_FORMATS[suffix], size)
-            return
-        if suffix == ".jsonl" and size > stream_bytes:
-            yield from _streamed_jsonl(path, source)
-            return
-        data = path.read_bytes()
-    except OSError as exc:
-        yield Skipped(source, f"cannot read file: {os_reason(exc)}")
+    yield from found.load()(path, doc_id, source, stream_bytes)
+
+
+def read_text(path: Path, doc_id: str, source: str, stream_bytes: int) -> Iterator[Document | Skipped]:
+    """A plain text file as one document (streamed above ``stream_bytes``)."""
+    return _read_text(path, doc_id, source, stream_bytes, "text")
+
+
+def read_markdown(path: Path, doc_id: str, source: str, stream_bytes: int) -> Iterator[Document | Skipped]:
+    """A Markdown file as one document, its markup kept (streamed above ``stream_bytes``)."""
+    return _read_text(path, doc_id, source, stream_bytes, "markdown")
+
+
+def read_html(path: Path, doc_id: str, source: str, stream_bytes: int) -> Iterator[Document | Skipped]:
+    """An HTML page as one document: its title and readable text (without a tree above
+    ``stream_bytes``; its ``<meta charset>`` decides the encoding where it has one)."""
+    decoded = _decoded(path, source, html=True)
+    if isinstance(decoded, Skipped):
+        yield decoded
         return
-    declared = declared_charset(data) if suffix in _HTML_SUFFIXES else None
-    try:
-        text, encoding, warning = decode_with_warning(data, declared)
-    except ValueError as exc:
-        yield Skipped(source, str(exc))
-        return
-    del data
-    if suffix == ".jsonl":
-        yield from parse_jsonl(text.split("\n"), source)
-        return
-    if suffix in _HTML_SUFFIXES:
-        item = html_document(text, doc_id, source, encoding, large=size > stream_bytes)
-    elif not text.strip():
-        item = Skipped(source, EMPTY_REASON)
-    else:
-        meta = {"format": _TEXT_FORMATS[suffix], "encoding": encoding}
-        item = Document(doc_id=doc_id, text=text, source=source, metadata=meta)
+    text, encoding, warning, size = decoded
+    item = html_document(text, doc_id, source, encoding, large=size > stream_bytes)
     if warning and isinstance(item, Document):
         item.metadata["warning"] = warning
     yield item
+
+
+def read_jsonl(path: Path, doc_id: str, source: str, stream_bytes: int) -> Iterator[Document | Skipped]:
+    """A BEIR-style JSONL corpus: one document per good line and a :class:`Skipped` per bad one
+    (read line by line above ``stream_bytes``; ``doc_id`` is unused: ids come from the records)."""
+    try:
+        large = path.stat().st_size > stream_bytes
+    except OSError as exc:
+        yield Skipped(source, f"cannot read file: {os_reason(exc)}")
+        return
+    if large:
+        yield from _streamed_jsonl(path, source)
+        return
+    decoded = _decoded(path, source)
+    if isinstance(decoded, Skipped):
+        yield decoded
+        return
+    yield from parse_jsonl(decoded[0].split("\n"), source)
+
+
+def _read_text(
+    path: Path, doc_id: str, source: str, stream_bytes: int, kind: str
+) -> Iterator[Document | Skipped]:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        yield Skipped(source, f"cannot read file: {os_reason(exc)}")
+        return
+    if size > stream_bytes:
+        yield _streamed_text(path, doc_id, source, kind, size)
+        return
+    decoded = _decoded(path, source)
+    if isinstance(decoded, Skipped):
+        yield decoded
+        return
+    text, encoding, warning, _ = decoded
+    if not text.strip():
+        yield Skipped(source, EMPTY_REASON)
+        return
+    meta = {"format": kind, "encoding": encoding}
+    if warning:
+        meta["warning"] = warning
+    yield Document(doc_id=doc_id, text=text, source=source, metadata=meta)
+
+
+def _decoded(path: Path, source: str, html: bool = False) -> tuple[str, str, str | None, int] | Skipped:
+    """A whole file's text, encoding, repair warning and size in bytes, or why it has none
+    (``html``: a ``<meta charset>`` in its first 4 KiB decides the encoding)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return Skipped(source, f"cannot read file: {os_reason(exc)}")
+    declared = declared_charset(data) if html else None
+    try:
+        text, encoding, warning = decode_with_warning(data, declared)
+    except ValueError as exc:
+        return Skipped(source, str(exc))
+    return text, encoding, warning, len(data)
 
 
 def _streamed_text(path: Path, doc_id: str, source: str, kind: str, size: int) -> Document | Skipped:

@@ -2,6 +2,8 @@
 
 * :mod:`~ragidx.search.retriever` — :class:`~ragidx.search.retriever.Retriever`: embed queries,
   search the index's vectors, merge chunk hits into documents, snippets;
+* :mod:`~ragidx.search.filters` — :class:`~ragidx.search.filters.Filter`: the one filter language of
+  ``--where``, the server's ``where``, LangChain's ``filter`` and ``Index.search(where=…)``;
 * :mod:`~ragidx.search.fusion` — scoring: best-N means and the fusion of document and chunk scores;
 * :mod:`~ragidx.search.trec` — TREC run and query files (the evaluation's and ``query --run-out``'s I/O).
 

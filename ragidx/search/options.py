@@ -3,22 +3,34 @@
 Every search entry point (``Index.search``, ``Retriever``, the CLI's ``query``, the LangChain
 retriever and vector store) takes these choices; they travel together as one
 :class:`SearchOptions`, never as loose arguments.
+
+Each choice is defined here once, as a ``Literal`` type (:data:`Per`, :data:`Mode`,
+:data:`Sentences`, :data:`LexicalWeight`), and every surface takes that type: the CLI's options
+(Typer reads a ``Literal`` as a choice), the server's request and the LangChain retriever (pydantic
+fields), the vector store. Where a list of the values is needed it is :func:`typing.get_args` of the
+type (:data:`PER`, :data:`MODES`, :data:`SENTENCES`), so a new value reaches every surface at once
+and mypy checks every value passed (``tests/search/test_options.py`` fails on a restated list).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
 if TYPE_CHECKING:
     from ragidx.embed.config import HybridConfig
     from ragidx.index.store import DocumentRecord
 
-Where = Callable[["DocumentRecord"], bool]
+Where = Callable[["DocumentRecord"], bool] | Mapping[str, Any]  # a dict: ragidx.search.filters
 Per = Literal["document", "chunk"]
 Mode = Literal["dense", "lexical", "hybrid"]
 Sentences = Literal["dense", "lexical", "auto"]
+LexicalWeight = float | Literal["rrf"]  # a hybrid search's BM25 weight in [0, 1], or reciprocal rank fusion
+
+PER: tuple[Per, ...] = get_args(Per)
+MODES: tuple[Mode, ...] = get_args(Mode)
+SENTENCES: tuple[Sentences, ...] = get_args(Sentences)
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,7 @@ class SearchOptions:
     hybrid: HybridConfig | None = None
     best_chunks: int | None = None
     mode: Mode | None = None
-    lexical_weight: float | Literal["rrf"] | None = None
+    lexical_weight: LexicalWeight | None = None
     sentences: Sentences | None = None
 
 
@@ -54,5 +66,5 @@ class SearchKwargs(TypedDict, total=False):
     hybrid: HybridConfig | None
     best_chunks: int | None
     mode: Mode | None
-    lexical_weight: float | Literal["rrf"] | None
+    lexical_weight: LexicalWeight | None
     sentences: Sentences | None

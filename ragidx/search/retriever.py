@@ -3,11 +3,13 @@
 Embeds queries with the index's encoder (query prompt applied), searches FAISS, and merges chunk
 hits into documents: a document scores as its best chunk (max-sim), reported once, with the span
 that matched. FAISS is asked for more vectors than ``k`` until ``k`` distinct documents are found
-(or the index is exhausted); a ``where`` filter is applied while merging, so filtered searches
-still return ``k`` documents when ``k`` match. ``per="chunk"`` ranks vectors (chunks) instead of
-documents. Each :class:`SearchResult` carries its passage (``ragidx.search.passages``: the best chunk,
-or sentences around the match), the sentence of it most similar to the query and a snippet around
-that sentence (``ragidx.search.snippets``; ``SearchOptions.sentences`` says how the sentence is chosen).
+(or the index is exhausted); a ``where`` filter (a :class:`~ragidx.search.filters.Filter`, the same
+conditions as a dict, or any callable on a stored document) is applied while merging, before the
+top-``k`` cut-off, so filtered searches still return ``k`` documents when ``k`` match.
+``per="chunk"`` ranks vectors (chunks) instead of documents. Each :class:`SearchResult` carries its
+passage (``ragidx.search.passages``: the best chunk, or sentences around the match), the sentence of
+it most similar to the query and a snippet around that sentence (``ragidx.search.snippets``;
+``SearchOptions.sentences`` says how the sentence is chosen).
 
 A hybrid index (document-level vectors beside the chunk-level ones, see ``ragidx.index.directory``) is
 searched at both levels: the candidates are the union of the best ``max(k, 100)`` documents by
@@ -36,15 +38,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragidx.embed.config import HybridConfig
 from ragidx.errors import ConfigError
+from ragidx.search.filters import Predicate, as_predicate
 from ragidx.search.fusion import best_mean, fuse, fuse_lexical
-from ragidx.search.options import Mode, Per, SearchOptions, Where
+from ragidx.search.options import Mode, Per, SearchOptions
 from ragidx.search.passages import lexical_chunk, passage_span
 from ragidx.search.snippets import DENSE_BUDGET, MatchInfo, Region, Terms, describe, match, render
 
@@ -162,6 +165,7 @@ class Retriever:
         embedded: bool,
     ) -> list[list[SearchResult]]:
         """``embedded``: the index's encoder made ``vectors`` from ``queries`` (:meth:`search_many`)."""
+        options = replace(options, where=as_predicate(options.where))  # a mapping parsed once
         mode = self.mode(options)
         if mode == "dense":
             assert vectors is not None
@@ -217,13 +221,14 @@ class Retriever:
             assert vector is not None
             return self.hits(vector[None, :], k, options)[0]
         bm25 = lexical.scores(query)
+        where = as_predicate(options.where)
         accepted: dict[str, bool] = {}
         matched = np.flatnonzero(bm25 > 0)
         fetch = max(k, HYBRID_CANDIDATES) if mode == "hybrid" else k
         by_lexical: dict[str, float] = {}  # the best BM25 documents, best first
         for row in matched[np.argsort(-bm25[matched], kind="stable")]:
             doc_id = lexical.doc_ids[row]
-            if self._accepts(doc_id, options.where, accepted):
+            if self._accepts(doc_id, where, accepted):
                 by_lexical[doc_id] = float(bm25[row])
                 if len(by_lexical) == fetch:
                     break
@@ -294,13 +299,14 @@ class Retriever:
     def hits(self, vectors: np.ndarray, k: int, options: SearchOptions | None = None) -> list[list[Hit]]:
         """Per query, up to ``k`` :class:`Hit`: one per document, or (``per="chunk"``) per vector."""
         options = options or SearchOptions()
+        where = as_predicate(options.where)
         config = self.hybrid_config(options.hybrid)
         best = self.best_chunks(options.best_chunks)
         if config is not None and options.per == "document":
-            return self._fused(vectors, k, options.where, config, best)
+            return self._fused(vectors, k, where, config, best)
         if best > 1 and options.per == "document":
-            return self._best_n(vectors, k, options.where, best)
-        found = self._max_sim(vectors, k, options.where, options.per)
+            return self._best_n(vectors, k, where, best)
+        found = self._max_sim(vectors, k, where, options.per)
         return [[Hit(vid, score) for vid, score in hits] for hits in found]
 
     def best_chunks(self, best_chunks: int | None = None) -> int:
@@ -333,7 +339,7 @@ class Retriever:
         self,
         vectors: np.ndarray,
         k: int,
-        where: Where | None,
+        where: Predicate | None,
         per: Per,
         accepted: dict[str, bool] | None = None,
     ) -> list[list[tuple[int, float]]]:
@@ -352,7 +358,7 @@ class Retriever:
                 return merged
             fetch = min(total, fetch * 4)
 
-    def _accepts(self, doc_id: str, where: Where | None, accepted: dict[str, bool]) -> bool:
+    def _accepts(self, doc_id: str, where: Predicate | None, accepted: dict[str, bool]) -> bool:
         """Whether ``where`` keeps the document (computed once per document and search)."""
         if where is None:
             return True
@@ -365,7 +371,7 @@ class Retriever:
         scores: np.ndarray,
         ids: np.ndarray,
         k: int,
-        where: Where | None,
+        where: Predicate | None,
         per: Per,
         accepted: dict[str, bool],
     ) -> list[tuple[int, float]]:
@@ -385,7 +391,7 @@ class Retriever:
                 break
         return hits
 
-    def _best_n(self, vectors: np.ndarray, k: int, where: Where | None, best: int) -> list[list[Hit]]:
+    def _best_n(self, vectors: np.ndarray, k: int, where: Predicate | None, best: int) -> list[list[Hit]]:
         """Per query, the ``k`` best documents by the mean of their ``best`` best chunks (exact, see
         the module docstring)."""
         out: list[list[Hit]] = [[] for _ in range(len(vectors))]
@@ -411,7 +417,7 @@ class Retriever:
         return out
 
     def _fused(
-        self, vectors: np.ndarray, k: int, where: Where | None, config: HybridConfig, best: int = 1
+        self, vectors: np.ndarray, k: int, where: Predicate | None, config: HybridConfig, best: int = 1
     ) -> list[list[Hit]]:
         """Hybrid search (see the module docstring): per query, the ``k`` best documents by fused score."""
         index = self.index

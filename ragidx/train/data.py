@@ -71,6 +71,41 @@ def read_pairs(path: Path) -> list[Pair]:
     return pairs
 
 
+def jsonl_is_pairs(path: Path) -> bool:
+    """Whether a ``.jsonl`` file is a pairs file (its first record has ``query`` or ``positive``;
+    :func:`read_pairs` then checks every line) rather than a corpus of documents (BEIR: ``_id`` and
+    ``text``) to make inverse-cloze pairs from. A first record that is neither is an
+    :class:`InputError` naming the file and line (before, it read as a corpus of no documents)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    return _pairs_record(line, f"{path}:{number}")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the pairs file ({exc})") from exc
+    return True  # no record: read_pairs says so
+
+
+def _pairs_record(line: str, where: str) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return True  # read_pairs says what is wrong with the line
+    if isinstance(record, dict) and ("query" in record or "positive" in record):
+        return True
+    if isinstance(record, dict) and "text" in record and ("_id" in record or "id" in record):
+        return False
+    found = (
+        f"keys {', '.join(json.dumps(key) for key in list(record)[:5])}"
+        if isinstance(record, dict) and record
+        else f"a JSON {type(record).__name__}"
+    )
+    raise InputError(
+        f'{where}: neither a training pair ({{"query": …, "positive": …}}) nor a document '
+        f'({{"_id": …, "text": …}}); found {found}: write one pair or one document per line'
+    )
+
+
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+[\"')\]]*|\n|$)")
 
 

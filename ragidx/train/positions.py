@@ -42,13 +42,18 @@ class InterleavedTable(torch.nn.Module):
         self.scale, self.offset, self.original_length = scale, offset, rows
         content = interpolated_table(original[offset:].detach(), scale)
         table = torch.cat([original[:offset].detach(), content])
-        frozen = torch.zeros(table.shape[0], dtype=torch.bool)
-        frozen[:offset] = True
-        frozen[offset::scale] = True
-        self.register_buffer("frozen_rows", table[frozen].clone(), persistent=False)
-        self.register_buffer("frozen_index", frozen.nonzero().squeeze(1), persistent=False)
-        self.register_buffer("learned_index", (~frozen).nonzero().squeeze(1), persistent=False)
-        self.learned = torch.nn.Parameter(table[~frozen].clone())
+        # every index on the table's device (a CPU index crashed training on CUDA), made from the
+        # shape alone: no boolean mask, whose nonzero() reads data (a meta table has none)
+        device = original.device
+        leading = torch.arange(offset, device=device)
+        originals = torch.arange(offset, table.shape[0], scale, device=device)
+        frozen_index = torch.cat([leading, originals])
+        starts = torch.arange(rows, device=device).unsqueeze(1) * scale + offset
+        learned_index = (starts + torch.arange(1, scale, device=device).unsqueeze(0)).flatten()
+        self.register_buffer("frozen_rows", table.index_select(0, frozen_index), persistent=False)
+        self.register_buffer("frozen_index", frozen_index, persistent=False)
+        self.register_buffer("learned_index", learned_index, persistent=False)
+        self.learned = torch.nn.Parameter(table.index_select(0, learned_index))
 
     @property
     def target_length(self) -> int:
@@ -105,7 +110,7 @@ def export_table(model: torch.nn.Module, interleaved: InterleavedTable) -> None:
     embeddings = model.get_submodule("embeddings")
     full = interleaved.table().detach().clone()
     width = int(full.shape[0])
-    table = torch.nn.Embedding(width, int(full.shape[1]))
+    table = torch.nn.Embedding(width, int(full.shape[1]), device=full.device, dtype=full.dtype)
     table.weight = torch.nn.Parameter(full, requires_grad=False)
     embeddings.position_embeddings = table
     config = getattr(model, "config", None)

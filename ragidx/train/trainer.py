@@ -42,7 +42,7 @@ from ragidx.errors import ConfigError, InputError
 from ragidx.read.document import Document
 from ragidx.read.walk import iter_documents
 from ragidx.train.config import TrainConfig
-from ragidx.train.data import Pair, batches, cloze_pairs, mine_negatives, read_pairs
+from ragidx.train.data import Pair, batches, cloze_pairs, jsonl_is_pairs, mine_negatives, read_pairs
 from ragidx.train.export import save_model
 from ragidx.train.loss import contrastive_loss
 from ragidx.train.model import TrainableEncoder
@@ -68,7 +68,7 @@ def load_examples(data: Path, config: TrainConfig, per_document: int = 8) -> lis
     pairs (``per_document`` each)."""
     if not data.exists():
         raise InputError(f"{data}: no such file or folder (give a pairs .jsonl or a folder of documents)")
-    if data.is_file() and data.suffix == ".jsonl" and _looks_like_pairs(data):
+    if data.is_file() and data.suffix == ".jsonl" and jsonl_is_pairs(data):
         return read_pairs(data)
     documents = [(d.doc_id, "".join(d.pieces())) for d in iter_documents(data) if isinstance(d, Document)]
     pairs = cloze_pairs(documents, per_document, config.seed)
@@ -152,7 +152,7 @@ def _encoder_config(config: TrainConfig) -> EncoderConfig:
     return EncoderConfig(
         model=config.model,
         device=config.device,
-        dtype="float32",  # the optimiser updates float32 weights (auto would be bfloat16 on an AMX CPU)
+        dtype="float32",  # the optimiser updates float32 weights (auto may be bfloat16 on a CPU)
         pooling=(config.pooling,),
         landmark_every=config.granularities()[0] if lmk else None,
         landmark_placement=config.landmark_placement if lmk else None,
@@ -175,18 +175,6 @@ def _check_output(output: Path, checkpoint: Path, resume: bool, overwrite: bool)
         if not overwrite:
             raise ConfigError(f"{output}: not empty; choose another --output or add --overwrite")
         shutil.rmtree(output)
-
-
-def _looks_like_pairs(path: Path) -> bool:
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    return True  # read_pairs says which line is wrong
-                return isinstance(record, dict) and "positive" in record
-    return True
 
 
 def _seed_everything(seed: int) -> None:

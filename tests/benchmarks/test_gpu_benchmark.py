@@ -1,15 +1,20 @@
 """benchmarks/gpu/run.py, the one-shot GPU benchmark: it refuses to run without CUDA (one line,
-exit 2), and its ``--device cpu --quick`` mode runs every section end to end (slow)."""
+exit 2), and its ``--device cpu --quick`` mode runs every section end to end (slow); the ``cli``
+section's bookkeeping (commands it cannot run, the table) without running it."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
 
 import pytest
+
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu" / "run.py"
@@ -61,10 +66,10 @@ def test_quick_cpu_run_fills_every_section(tmp_path: Path) -> None:
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "section | case" in done.stdout  # the table
+    assert re.search(r"^section +\| case ", done.stdout, re.MULTILINE)  # the table
     data = json.loads(out.read_text(encoding="utf-8"))
     sections = data["sections"]
-    assert set(sections) == {"encode", "extension", "search", "train"}
+    assert set(sections) == {"encode", "extension", "search", "train", "cli", "pipeline"}
     assert {name: s["status"] for name, s in sections.items()} == dict.fromkeys(sections, "ok")
     assert data["env"]["quick"] is True and data["env"]["device"] == "cpu"
 
@@ -102,3 +107,51 @@ def test_quick_cpu_run_fills_every_section(tmp_path: Path) -> None:
         assert _positive(case["reference"]["median_s"])
         assert case["torch"]["float32"]["recall_up_to_ties"] == 1.0
         assert _positive(case["torch"]["float32"]["queries_per_s"])
+
+    cli = sections["cli"]["result"]["rows"]
+    assert len(cli) == 15 and not [r for r in cli if "error" in r], [r for r in cli if "error" in r]
+    commands = {r["argv"][1] for r in cli}
+    assert commands == {"ingest", "query", "info", "verify", "delete", "eval", "probe", "train", "serve"}
+    assert all(r["exit_code"] == 0 for r in cli)
+    assert all("--device" in r["argv"] for r in cli if r["argv"][1] not in ("info", "verify", "delete"))
+    assert cli[-1]["hits"] > 0 and cli[-1]["health"] == "ok"  # serve answered over HTTP
+
+    pipeline = sections["pipeline"]["result"]
+    for key in ("ingest_tokens_per_s", "encoder_alone_tokens_per_s", "embed_only_tokens_per_s"):
+        assert _positive(pipeline[key]), (key, pipeline)
+    assert pipeline["tokens_embedded"] == pipeline["encoder_tokens"]  # the same work on both sides
+
+
+def _script() -> ModuleType:
+    return load_script(SCRIPT, "gpu_run")
+
+
+def test_a_command_whose_packages_are_missing_is_recorded_as_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _script()
+    assert run._missing("json", "no_such_module_ragidx") == ["no_such_module_ragidx"]
+    monkeypatch.setitem(run.CLI_NEEDS, "ingest", ("no_such_module_ragidx",))
+    row = run._cli_case(SimpleNamespace(), "ingest", ["ingest", "docs", "-i", "ix"], None, set())
+    assert row["error"].startswith("not run: needs no_such_module_ragidx")
+    later = run._cli_case(SimpleNamespace(), "query", ["query", "q", "-i", "ix"], "ix", {"ix"})
+    assert later["error"] == "not run: the ingest that builds its index failed"
+
+
+def test_cli_and_pipeline_rows_in_the_table() -> None:
+    run = _script()
+    cli = {"rows": [
+        {"command": "ingest chunk", "seconds": 1.5, "exit_code": 0, "last_line": "ingested 7"},
+        {"command": "serve", "seconds": 9.0, "exit_code": 0, "health": "ok", "search_s": 0.03, "hits": 3},
+        {"command": "query", "error": "not run: the ingest that builds its index failed"},
+    ]}  # fmt: skip
+    rows = run._cli_rows(cli)
+    assert [r[1] for r in rows] == ["ingest chunk", "serve", "query"]
+    assert rows[0][6] == "exit 0; ingested 7" and "3 hits" in rows[1][6] and rows[2][6].startswith("not run")
+    pipeline = {
+        "documents": 4, "tokens_embedded": 1000, "model_load_s": 0.5, "ingest_seconds": [2.0],
+        "ingest_tokens_per_s": 500.0, "encoder_alone_seconds": [1.0], "encoder_alone_tokens_per_s": 1000.0,
+        "embed_only_seconds": [0.8], "embed_only_tokens_per_s": 1250.0, "encoder_share_of_ingest": 0.5,
+        "ingest_over_encoder": 2.0,
+    }  # fmt: skip
+    rows = run._pipeline_rows(pipeline)
+    assert [r[1].split(" tok ")[1] for r in rows] == ["ragidx.ingest", "encoder alone", "embed only"]
+    assert rows[1][5] == "2.00x" and rows[1][6] == "encoder alone 50% of ingest"

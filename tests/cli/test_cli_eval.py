@@ -183,6 +183,40 @@ def test_sample_through_the_cli_and_compare(tiny_model: Path, tmp_path: Path) ->
     assert refused.exit_code == 2 and "--sample" in refused.output
 
 
+def test_format_mteb_writes_mteb_result_files_beside_results_json(tiny_model: Path, tmp_path: Path) -> None:
+    """--format mteb (eval and eval grid): OUT/mteb/<model>/<revision>/<Task>.json, fractions; a task
+    LongEmbed lacks (a sample) is named as left out; stdout keeps the JSON alone."""
+    data = write_qmsum(tmp_path / "data", 4)
+    out = tmp_path / "out"
+    args = ["eval", "-t", "qmsum", "-t", "qmsum", "-m", str(tiny_model), "-s", "truncate", "--no-cache"]
+    args += ["--data-dir", str(data), "--max-length", "256", "--out", str(out), "--device", "cpu"]
+    result = runner.invoke(app, [*args, "--format", "mteb", "--json"])
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)["records"]
+    (path,) = (out / "mteb").rglob("*.json")
+    system = f"{tiny_model.name}__truncate__window"  # truncate: the model's own window
+    fingerprint = record["model_fingerprint"]
+    assert path.relative_to(out / "mteb").parts == (system, fingerprint, "LEMBQMSumRetrieval.json")
+    written = json.loads(path.read_text())
+    assert written["task_name"] == "LEMBQMSumRetrieval" and written["mteb_version"] == "1.18.0"
+    (entry,) = written["scores"]["test"]
+    assert entry["main_score"] == entry["ndcg_at_10"] == pytest.approx(record["score"] / 100, abs=1e-6)
+    assert entry["hf_subset"] == "default" and entry["languages"] == ["eng-Latn"]
+    assert f"MTEB files: 1 in {out / 'mteb'}" in result.stderr
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        f'models = ["{tiny_model}"]\nstrategies = ["truncate"]\ntasks = ["qmsum"]\nsample = 2\n'
+        f'max_lengths = [256]\ndata_dir = "{data}"\nout = "{out}"\ndevice = "cpu"\n'
+        f'cache_dir = "{tmp_path / "cache"}"\n'
+    )
+    again = runner.invoke(app, ["eval", "grid", str(grid), "--format", "mteb", "-q"])
+    assert again.exit_code == 0, again.output
+    assert "MTEB files: left out qmsum[2]: not one of LongEmbed's tasks" in again.stderr
+    assert "MTEB files: 1 in" in again.stderr
+    bad = runner.invoke(app, [*args, "--format", "csv"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert bad.exit_code == 2 and "'csv' is not one of 'ragidx', 'mteb'" in bad.output
+
+
 def test_help_teaches_the_bm25_strategies() -> None:
     result = runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert result.exit_code == 0

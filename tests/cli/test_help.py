@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import typer.core
 import typer.main
 from typer.testing import CliRunner
 
@@ -64,3 +65,18 @@ def test_help_paragraphs_fill_an_80_column_terminal(path: list[str]) -> None:
 def test_flags_still_parse_without_a_value() -> None:
     result = runner.invoke(app, ["delete", "--help"])
     assert result.exit_code == 0 and "--dry-run" in result.stdout
+
+
+def test_help_is_tidied_on_a_typer_without_display_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    """typer < 0.29 has no ``TyperOption.display_type``: every command crashed at start with an
+    AttributeError (issue 40, typer 0.27.2 and click 8.5.0). There typer shows one value's type
+    after a repeatable option by itself, and flags still show none."""
+
+    def missing(self: object) -> None:
+        raise AttributeError("display_type")
+
+    monkeypatch.setattr(typer.core.TyperOption, "display_type", property(missing), raising=False)
+    ingest = typer.main.get_command(app).commands["ingest"]
+    params = {param.name: param for param in ingest.params}
+    assert params["include"].multiple and params["include"].metavar is None
+    assert params["prune"].is_flag and params["prune"].metavar == ""

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragidx.cli import app
-from ragidx.cli.query import highlighted, printable
+from ragidx.cli.console import one_line
+from ragidx.cli.query import highlighted
 from ragidx.index.directory import Index
 from tests.conftest import long_text
 
@@ -151,6 +152,7 @@ def test_escape_sequences_are_shown_not_obeyed_and_json_stays_exact(index_dir: P
     assert hit["text"][match["char_start"] : match["char_end"]] == match["text"]
 
 
-def test_printable_keeps_text_and_escapes_control_characters() -> None:
-    assert printable("Ünïcödé text, 日本語, emoji 🙂") == "Ünïcödé text, 日本語, emoji 🙂"
-    assert printable("a\x1b[0mb\tc\u200bd\x7f") == "a\\x1b[0mb\\tc\\u200bd\\x7f"
+def test_one_line_keeps_text_and_escapes_control_characters() -> None:
+    assert one_line("Ünïcödé text, 日本語, emoji 🙂") == "Ünïcödé text, 日本語, emoji 🙂"
+    assert one_line("a\x1b[0mb\tc\u200bd\x7f") == "a\\x1b[0mb\\tc\\u200bd\\x7f"
+    assert one_line("id\x9b1m\u202eevil\nnext") == "id\\x9b1m\\u202eevil\\nnext"  # C1, bidi, newline

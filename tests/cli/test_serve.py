@@ -112,6 +112,30 @@ def test_flags_override_the_config_file(
     assert "warning" not in from_file.stderr  # 127.0.0.1: nothing to warn about
 
 
+def test_limits_come_from_flags_over_the_config_file(
+    index_dir: Path, tmp_path: Path, not_served: list[uvicorn.Config], threads_restored: None
+) -> None:
+    from fastapi.testclient import TestClient
+
+    config = tmp_path / "serve.toml"
+    config.write_text(
+        "[serve]\nworkers = 3\nheavy_workers = 2\nqueue = 5\ntimeout = 4.5\nwork_budget = 300\n"
+    )
+    result = _serve(index_dir, "-c", str(config), "--timeout", "2", "--work-budget", "40", "-q")
+    assert result.exit_code == 0, result.output
+    with TestClient(not_served[0].app) as client:
+        limits = client.get("/info").json()["limits"]
+        assert (limits["workers"], limits["heavy_workers"], limits["queue"]) == (3, 2, 5)
+        assert (limits["timeout"], limits["work_budget"]) == (2, 40)  # the flags win
+        over = client.post("/search", json={"text": "alpha", "k": 1, "sentences": "dense"})
+        assert over.status_code == 422 and "over the server's budget of 40" in over.json()["error"]
+    assert _serve(index_dir, "--workers", "0").exit_code == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[serve]\ntimeout = 0\n")
+    refused = _serve(index_dir, "-c", str(bad))
+    assert refused.exit_code == 2 and "serve.timeout" in refused.stderr
+
+
 def test_listening_beyond_this_machine_warns(
     index_dir: Path, not_served: list[uvicorn.Config], threads_restored: None
 ) -> None:
@@ -179,7 +203,8 @@ def test_threads_before_torch_starts_go_through_the_environment() -> None:
 
 
 def test_only_serve_needs_the_web_framework() -> None:
-    """FastAPI and uvicorn are the serve extra: no other module imports them (even inside a function)."""
+    """FastAPI and uvicorn are the serve extra (the mcp extra brings them too, for its HTTP transport):
+    no other module imports them (even inside a function)."""
     import ast
 
     import ragidx
@@ -195,5 +220,6 @@ def test_only_serve_needs_the_web_framework() -> None:
                 users.add(path.relative_to(package).as_posix())
     assert {user.rsplit("/", 1)[0] if "server/" in user else user for user in users} == {
         "cli/serve.py",
+        "cli/mcp.py",
         "integrations/server",
     }

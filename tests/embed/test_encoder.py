@@ -157,21 +157,19 @@ def test_cuda_request_without_cuda_is_a_clear_error(tiny_model: Path) -> None:
         Encoder(EncoderConfig(model=str(tiny_model), device="cuda"))
 
 
-def test_auto_precision_is_bfloat16_on_an_amx_cpu_and_float32_elsewhere(
+def test_auto_precision_follows_the_cpu_probe_and_the_overrides(
     tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """dtype auto on a CPU: bfloat16 where AMX and AVX512-BF16 are both there, float32 otherwise;
-    $RAGIDX_CPU_BFLOAT16 overrides the detection, an explicit dtype overrides both."""
+    """dtype auto on a CPU: what the CPU probe decided (its rule and cache: tests/embed/test_precision.py);
+    $RAGIDX_CPU_BFLOAT16 overrides the probe, an explicit dtype overrides both."""
     from ragidx.embed import encoder as module
+    from ragidx.embed import precision
     from ragidx.errors import ConfigError
 
     monkeypatch.delenv(module.CPU_BFLOAT16_ENV, raising=False)
-    for amx, bf16, expected in ((True, True, True), (True, False, False), (False, True, False)):
-        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
-        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda bf16=bf16: bf16)
-        assert module.cpu_bfloat16() is expected
+    monkeypatch.setattr(precision, "cached_decision", lambda: False)  # the probe found float32 faster
     auto = Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
-    assert auto.dtype == torch.float32 and auto.precision == "float32"  # (False, True): no AMX
+    assert auto.dtype == torch.float32 and auto.precision == "float32"
     monkeypatch.setenv(module.CPU_BFLOAT16_ENV, "1")
     auto = Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
     assert auto.dtype == torch.bfloat16 and auto.precision == "bfloat16"

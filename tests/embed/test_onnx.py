@@ -92,11 +92,41 @@ def test_the_export_is_cached_per_model_and_recipe(tiny_model: Path, _onnx_cache
     first = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", backend="onnx"))
     assert first.onnx is not None
     path = first.onnx.path
-    assert path.parent.parent == _onnx_cache and path.parent.name.endswith(f"-r{RECIPE}")
+    assert path.parent.parent == _onnx_cache and f"-r{RECIPE}-float32-torch" in path.parent.name
     stamp = path.stat().st_mtime_ns
     again = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", backend="onnx"))
     assert again.onnx is not None and again.onnx.path == path and path.stat().st_mtime_ns == stamp
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_a_bfloat16_model_is_exported_from_a_float32_copy_under_its_own_key(
+    tiny_model: Path, _onnx_cache: Path
+) -> None:
+    """Issue 38: on an AMX host the export was traced from the bfloat16 model and cached under the
+    float32 name, so every later run failed (``Could not find an implementation for Add(14)``)."""
+    import torch
+
+    from ragidx.embed.onnx import OnnxModel
+
+    half = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", dtype="bfloat16"))
+    session = OnnxModel.load(half.folder, half.model, "float32")  # ONNX Runtime can run the graph
+    from ragidx.embed.onnx import cache_key
+
+    assert half.model.dtype == torch.bfloat16  # the model itself is left as it is
+    assert "-bfloat16-torch" in session.path.parent.name == cache_key(half.folder, half.model)
+    windows = [half.window(half.tokenize(text)) for text in TEXTS]
+    ids, mask, _ = half.batch_inputs(windows)
+    with torch.no_grad():
+        expected = half.model.float()(input_ids=ids, attention_mask=mask).last_hidden_state
+    half.model.to(torch.bfloat16)
+    torch.testing.assert_close(session(ids, mask)[mask.bool()], expected[mask.bool()], atol=1e-4, rtol=1e-4)
+    # a float32 run afterwards gets its own export, and torch float32's vectors
+    reference, fast = _pair(tiny_model)
+    assert fast.onnx is not None and fast.onnx.path.parent != session.path.parent
+    assert "-float32-torch" in fast.onnx.path.parent.name
+    ours, _ = fast.embed(TEXTS, role="document")
+    theirs, _ = reference.embed(TEXTS, role="document")
+    assert _cosines(ours, theirs).min() > FLOAT32_MIN_COSINE
 
 
 def test_extended_windows_run_on_torch_and_short_ones_on_onnx(tiny_model: Path) -> None:

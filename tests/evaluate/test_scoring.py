@@ -55,3 +55,29 @@ def test_best_n_scores_by_the_mean_of_the_best_vectors_and_reuses_the_embeddings
     assert best.timing.docs_embedded == 0 and best.timing.docs_cached == 100
     assert best.parameters["long_doc"]["best_chunks"] == 2
     assert best.parameters["vectors_per_doc"] == plain.parameters["vectors_per_doc"]
+
+
+@pytest.mark.parametrize("best", [None, 1, 3])
+def test_torch_scoring_on_a_device_gives_the_numpy_scores(
+    best: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``device`` (CUDA in a run; the CPU here, through the same code): the same document scores,
+    block of queries by block of queries (a tiny block size forces several)."""
+    from ragidx.evaluate import scoring
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 7, size=40)
+    vectors = rng.standard_normal((int(lengths.sum()), 16)).astype(np.float32)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    documents = rng.standard_normal((40, 16)).astype(np.float32)
+    docs = Embedded([f"d{i}" for i in range(40)], vectors, starts, documents=documents)
+    queries = rng.standard_normal((9, 16)).astype(np.float32)
+    monkeypatch.setattr(scoring, "SCORE_BLOCK_BYTES", 4 * len(vectors) * 2)  # two queries per block
+    want_chunk, want_document = scoring._levels(queries, docs, best)
+    chunk, document = scoring._levels(queries, docs, best, device="cpu")
+    assert chunk.dtype == want_chunk.dtype and want_document is not None and document is not None
+    np.testing.assert_allclose(chunk, want_chunk, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(document, want_document, rtol=0, atol=1e-5)
+    assert [[d for d, _ in row] for row in search(queries, docs, 10, best=best, device="cpu")] == [
+        [d for d, _ in row] for row in search(queries, docs, 10, best=best)
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -112,3 +113,40 @@ def test_a_lexical_index_of_other_documents_is_refused(built: Path) -> None:
     with pytest.raises(IndexFormatError, match="lexical index lacks 3 stored documents and holds 1 others"):
         Index.open(built)
     assert not verify(built).ok
+
+
+def test_the_store_is_written_for_salvage(built: Path) -> None:
+    """One row group per document in a small index, a CRC on every page (a damaged page fails to
+    read instead of decoding to something else), the documents footer copied (with its CRC) and the
+    FAISS file's block CRCs in the vector-rows file (ragidx.index.salvage)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ragidx.index.salvage import BLOCK_CHECKS_KEY
+    from ragidx.index.store import DOCUMENTS_FOOTER_KEY, parquet_footer
+
+    documents = (built / "documents-000001.parquet").read_bytes()
+    assert pq.read_metadata(io.BytesIO(documents)).num_row_groups == 4
+    chunks = pq.read_metadata(built / "chunks-000001.parquet").metadata
+    crc, _, copy = chunks[DOCUMENTS_FOOTER_KEY.encode()].partition(b":")
+    assert base64.b64decode(copy) == parquet_footer(documents) and len(crc) == 8
+    assert "faiss" in json.loads(chunks[BLOCK_CHECKS_KEY.encode()])
+    meta = pq.read_metadata(io.BytesIO(documents))
+    text = meta.row_group(2).column(meta.schema.to_arrow_schema().names.index("text"))
+    damaged = bytearray(documents)
+    damaged[text.data_page_offset + text.total_compressed_size - 2] ^= 0x01
+    parquet = pq.ParquetFile(pa.BufferReader(bytes(damaged)), page_checksum_verification=True)
+    with pytest.raises(OSError, match="CRC"):
+        parquet.read_row_group(2, columns=["text"])
+    assert parquet.read_row_group(1, columns=["text"]).num_rows == 1
+
+
+def test_verify_says_what_repair_would_do(built: Path) -> None:
+    assert verify(built).repair_plan is None  # sound: nothing to do
+    _flip_byte(built / "lexical-000001.npz", 100)
+    assert verify(built).repair_plan == "keep 4, re-embed 0, drop 0"
+    (built / "lexical-000001.npz").unlink()
+    (built / "documents-000001.parquet").unlink()
+    assert verify(built).repair_plan == "keep 0, re-embed 0, drop 4"

@@ -336,3 +336,44 @@ def test_a_killed_hybrid_ingest_resumes_from_its_checkpoints(tmp_path: Path, tin
     assert report.resumed == 3 and report.added == 3
     index = Index.open(tmp_path / "ix")
     assert index.document_vectors is not None and index.document_vectors.ntotal == 3
+
+
+def test_ingest_tokenizes_in_batches_and_embeds_off_the_main_thread(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: the CPU side overlaps the model. Documents are tokenized several per call of the
+    fast tokenizer, in the prefetch thread; the model runs in the embedding thread while the main
+    thread plans and adds; the index is the one of a sequential ingest (test_prefetch.py)."""
+    import threading
+
+    from ragidx.embed.encoder import Encoder
+    from tests.conftest import write_docs
+
+    docs = write_docs(tmp_path / "docs", 20, words=60)
+    main = threading.get_ident()
+    tokenized: list[tuple[int, int]] = []  # (thread, texts in the call)
+    forwards: list[int] = []
+    one, many, hidden = Encoder.tokenize, getattr(Encoder, "tokenize_many", None), Encoder._hidden
+
+    def counted_one(self: Encoder, text: str, *args: object) -> object:
+        tokenized.append((threading.get_ident(), 1))
+        return one(self, text, *args)  # type: ignore[arg-type]
+
+    def counted_many(self: Encoder, texts: list[str], *args: object) -> object:
+        tokenized.append((threading.get_ident(), len(texts)))
+        assert many is not None
+        return many(self, texts, *args)  # type: ignore[arg-type]
+
+    def counted_hidden(self: Encoder, *args: object, **kwargs: object) -> object:
+        forwards.append(threading.get_ident())
+        return hidden(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Encoder, "tokenize", counted_one)
+    monkeypatch.setattr(Encoder, "tokenize_many", counted_many, raising=False)
+    monkeypatch.setattr(Encoder, "_hidden", counted_hidden)
+    report = ingest(docs, tmp_path / "ix", tiny_config(tiny_model, batch_tokens=400))
+    assert report.added == 20
+    documents = [(thread, n) for thread, n in tokenized if n > 1 or thread != main]
+    assert sum(n for _, n in documents) == 20 and len(documents) < 20  # several documents per call
+    assert main not in {thread for thread, _ in documents}
+    assert forwards and main not in forwards

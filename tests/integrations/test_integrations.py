@@ -7,7 +7,7 @@ from pathlib import Path
 
 import ragidx
 
-FRAMEWORKS = {"langchain", "langchain_core", "langchain_tests"}
+FRAMEWORKS = {"langchain", "langchain_core", "langchain_tests", "llama_index"}
 
 
 def _imported_roots(path: Path) -> set[str]:
@@ -28,3 +28,9 @@ def test_the_library_and_the_cli_never_import_langchain() -> None:
     assert {name: found for name, found in offenders.items() if found} == {}
     inside = _imported_roots(package / "integrations" / "langchain" / "vectorstore.py")
     assert "langchain_core" in inside  # the check does see imports
+
+
+def test_what_the_integrations_share_imports_no_framework() -> None:
+    """``ragidx.integrations._shared`` serves LangChain and LlamaIndex alike: it needs neither."""
+    shared = Path(ragidx.__file__).parent / "integrations" / "_shared.py"
+    assert _imported_roots(shared) & FRAMEWORKS == set()

@@ -6,10 +6,11 @@ import subprocess
 import sys
 
 from ragidx.read.document import SUPPORTED_SUFFIXES
+from ragidx.read.formats import FORMATS
 
 
-def test_supported_suffixes() -> None:
-    assert SUPPORTED_SUFFIXES == (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".jsonl")
+def test_supported_suffixes_are_the_format_table() -> None:
+    assert tuple(FORMATS) == SUPPORTED_SUFFIXES  # the list itself: tests/read/test_formats.py
 
 
 def test_the_document_module_imports_no_parser() -> None:

@@ -74,8 +74,8 @@ def test_jsonl_ids_with_control_characters_are_refused(tmp_path: Path) -> None:
     assert [d.doc_id for d in documents_of(items)] == ["ok", "ok2"]
     reasons = [(s.source.rsplit(":", 1)[1], s.reason) for s in skips_of(items)]
     assert [line for line, _ in reasons] == ["2", "3"]
-    assert reasons[0][1].startswith('"_id" has a control character (\'\\n\')')
-    assert reasons[1][1].startswith('"_id" has a control character (\'\\t\')')
+    assert reasons[0][1].startswith("\"_id\" has a control character ('\\n')")
+    assert reasons[1][1].startswith("\"_id\" has a control character ('\\t')")
 
 
 def test_a_jsonl_file_above_the_streaming_size_is_read_line_by_line_to_the_same_records(

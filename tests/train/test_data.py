@@ -77,3 +77,38 @@ def test_batches_never_hold_two_examples_of_one_source() -> None:
     for batch in epoch:
         assert len({pairs[i].source for i in batch}) == len(batch) >= 2
     assert sorted(i for b in epoch for i in b) == list(range(40))
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (
+            ['{"question": "q", "answer": "a"}'],
+            'pairs.jsonl:1: neither a training pair .* found keys "question"',
+        ),
+        (["", '["q", "a"]'], "pairs.jsonl:2: neither a training pair .* found a JSON list"),
+        (['{"text": "no id"}'], "pairs.jsonl:1: neither"),
+        (['{"positive": "p"}'], 'pairs.jsonl:1: "query" must be a non-empty string'),
+    ],
+)
+def test_a_jsonl_of_neither_pairs_nor_documents_names_the_file_and_line(
+    tmp_path: Path, lines: list[str], message: str
+) -> None:
+    """Issue 39, item 8: it said "0 documents gave 0 training pairs" instead."""
+    from ragidx.train.config import TrainConfig
+    from ragidx.train.trainer import load_examples  # torch
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=message):
+        load_examples(path, TrainConfig(model="unused", device="cpu"))
+
+
+def test_a_jsonl_corpus_still_reads_as_documents(tmp_path: Path) -> None:
+    from ragidx.train.data import jsonl_is_pairs
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "d1", "text": "one"}\n')
+    assert not jsonl_is_pairs(path)
+    path.write_text('not json\n{"query": "q", "positive": "p"}\n')
+    assert jsonl_is_pairs(path)  # read_pairs names line 1

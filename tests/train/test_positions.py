@@ -23,6 +23,30 @@ def test_table_starts_as_pi_with_original_rows_at_multiples_of_s() -> None:
     assert table.learned.shape == (48, 8)
 
 
+def test_every_buffer_and_index_lives_on_the_device_of_the_given_table() -> None:
+    """Issue 38: the index buffers were built on the default device (CPU), which crashed
+    ``ragidx train --positions pi --device cuda``; ``meta`` stands in for the GPU here
+    (tests/embed/test_meta_device.py audits every forward the same way)."""
+    table = InterleavedTable(torch.zeros(512, 8, device="meta"), 4)
+    assert {name: str(t.device) for name, t in table.named_buffers()} == {
+        "frozen_rows": "meta",
+        "frozen_index": "meta",
+        "learned_index": "meta",
+    }
+    assert table.learned.device.type == "meta"
+    assert table(torch.arange(10, device="meta").unsqueeze(0)).shape == (1, 10, 8)
+
+
+def test_indices_match_the_mask_they_replace() -> None:
+    for rows, scale, offset in ((16, 4, 0), (16, 2, 2), (5, 3, 1)):
+        table = InterleavedTable(torch.randn(rows + offset, 4), scale, offset)
+        frozen = torch.zeros(offset + rows * scale, dtype=torch.bool)
+        frozen[:offset] = True
+        frozen[offset::scale] = True
+        assert torch.equal(table.frozen_index, frozen.nonzero().squeeze(1))
+        assert torch.equal(table.learned_index, (~frozen).nonzero().squeeze(1))
+
+
 def test_only_interleaved_rows_learn_and_weight_decay_cannot_move_originals() -> None:
     model = tiny_bert(positions=16)
     before = model.embeddings.position_embeddings.weight.detach().clone()

@@ -54,9 +54,12 @@ def interpolated_table(table: torch.Tensor, scale: int) -> torch.Tensor:
     return mixed.to(table.dtype)
 
 
-def position_ids(method: str, length: int, original_length: int, scale: int) -> torch.Tensor:
-    """Content position ids ``0 … length−1`` remapped by GP or RP (PI and others: unchanged)."""
-    pid = torch.arange(length)
+def position_ids(
+    method: str, length: int, original_length: int, scale: int, device: torch.device | None = None
+) -> torch.Tensor:
+    """Content position ids ``0 … length−1`` remapped by GP or RP (PI and others: unchanged), made
+    on ``device`` (default: the CPU)."""
+    pid = torch.arange(length, device=device)
     if method == "gp":
         return torch.div(pid, scale, rounding_mode="floor")
     if method == "rp":
@@ -89,8 +92,8 @@ class ApePositions:
             self.extended = _frozen_embedding(table, freeze=True).to(weight.device)
 
     def position_ids(self, length: int, device: torch.device) -> torch.Tensor:
-        ids = position_ids(self.method, length, self.original_length, self.scale) + self.offset
-        return ids.unsqueeze(0).to(device)
+        ids = position_ids(self.method, length, self.original_length, self.scale, device) + self.offset
+        return ids.unsqueeze(0)
 
     @contextlib.contextmanager
     def applied(self) -> Iterator[None]:

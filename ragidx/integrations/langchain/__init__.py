@@ -11,12 +11,10 @@ Needs ``langchain-core`` (``pip install ragidx[langchain]``).
 
 from __future__ import annotations
 
-try:
+from ragidx.integrations._shared import framework_guard
+
+with framework_guard(__name__, "langchain-core", "langchain"):
     import langchain_core  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "ragidx.integrations.langchain needs langchain-core: pip install 'ragidx[langchain]'"
-    ) from exc
 
 from ragidx.integrations.langchain.embeddings import RagidxEmbeddings
 from ragidx.integrations.langchain.retriever import RagidxRetriever

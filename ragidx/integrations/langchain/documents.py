@@ -1,14 +1,14 @@
-"""Converting between LangChain ``Document``s and ragidx documents, and metadata filters.
+"""Converting between LangChain ``Document``s and ragidx documents, and LangChain filters to ragidx's.
 
 A LangChain document becomes a ragidx document with the same id, text and metadata (JSON values
 only; ``metadata["source"]``/``["title"]``, when strings, also fill ragidx's source and title). A
 stored ragidx document becomes a LangChain document with its metadata, plus ``source`` and
 ``title`` when the metadata lacks them (documents from ``ragidx ingest`` keep their file path there).
+A dict ``filter`` is the filter language of ``ragidx.search.filters``, as every ragidx surface takes it.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,9 +16,11 @@ from langchain_core.documents import Document
 
 from ragidx.errors import InputError
 from ragidx.index.store import DocumentRecord
+from ragidx.integrations._shared import stored_document
 from ragidx.read.document import Document as RagidxDocument
+from ragidx.search.filters import Filter, Predicate
 
-MetadataFilter = dict[str, Any] | Callable[[Document], bool]
+MetadataFilter = dict[str, Any] | Filter | Callable[[Document], bool]
 
 
 def to_langchain(doc_id: str, text: str, metadata: dict[str, Any]) -> Document:
@@ -37,35 +39,18 @@ def from_record(record: DocumentRecord) -> Document:
 
 def to_ragidx(document: Document, doc_id: str) -> RagidxDocument:
     """A LangChain document to store under ``doc_id``; its metadata must be JSON values."""
-    metadata = dict(document.metadata)
-    try:
-        json.dumps(metadata, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            f"document {doc_id!r}: metadata is not JSON-serialisable ({exc}); use strings, numbers, "
-            "booleans, lists and dicts"
-        ) from exc
-    source, title = metadata.get("source"), metadata.get("title")
-    return RagidxDocument(
-        doc_id=doc_id,
-        text=document.page_content,
-        source=source if isinstance(source, str) else "",
-        title=title if isinstance(title, str) else None,
-        metadata=metadata,
-    )
+    return stored_document(f"document {doc_id!r}", doc_id, document.page_content, dict(document.metadata))
 
 
-def record_filter(spec: MetadataFilter) -> Callable[[DocumentRecord], bool]:
-    """A ragidx ``where`` predicate from a LangChain-side filter: a dict (every key's metadata
-    value must equal the given one) or a callable on the document as :func:`from_record` shows it."""
+def record_filter(spec: MetadataFilter) -> Predicate:
+    """A ragidx ``where`` predicate from a LangChain-side filter: a dict in the filter language
+    (:meth:`ragidx.search.filters.Filter.from_mapping`: ``{"format": "pdf", "year": {"$gte": 2020}}``;
+    what ``ragidx query --where`` and the server's ``where`` mean too) or a callable on the
+    document as :func:`from_record` shows it (a :class:`Filter` is used as it is)."""
+    if isinstance(spec, Filter):
+        return spec
+    if isinstance(spec, dict):
+        return Filter.from_mapping(spec, name="filter")
     if callable(spec):
         return lambda record: bool(spec(from_record(record)))
-    if not isinstance(spec, dict):
-        raise InputError(f"filter must be a dict of metadata values or a callable, not {type(spec).__name__}")
-    missing = object()
-
-    def matches(record: DocumentRecord) -> bool:
-        metadata = from_record(record).metadata
-        return all(metadata.get(key, missing) == value for key, value in spec.items())
-
-    return matches
+    raise InputError(f"filter must be a dict of conditions or a callable, not {type(spec).__name__}")

@@ -18,16 +18,17 @@ matching token/character span of a chunked or late-chunked document, else ``None
 its span in the document, how it was chosen, and the query's terms in the snippet); from a hybrid
 index also ``document_score`` and ``chunk_score``, the two cosines ``score`` fuses.
 
-``filter`` (a dict of metadata values, or a callable on a ``Document``) is applied while ranking,
-so a filtered search still returns ``k`` documents when ``k`` match; ``score_threshold`` drops
-results scoring below it (cosine similarity).
+``filter`` (a dict in ragidx's filter language, ``ragidx.search.filters``, as ``ragidx query --where``
+and the server take it: ``{"tags": "bees", "year": {"$gte": 2020}, "source": "docs/*.md"}``; or a
+callable on a ``Document``) is applied while ranking, so a filtered search still returns ``k``
+documents when ``k`` match; ``score_threshold`` drops results scoring below it (cosine similarity).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -37,11 +38,10 @@ from pydantic import ConfigDict, Field
 
 from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.index.directory import Index
+from ragidx.integrations._shared import SearchType, passage_bounds, result_metadata
 from ragidx.integrations.langchain.documents import MetadataFilter, record_filter, to_langchain
-from ragidx.search.passages import with_context
+from ragidx.search.options import LexicalWeight, Mode, Sentences
 from ragidx.search.retriever import SearchResult
-
-SearchType = Literal["passage", "document", "chunk"]
 
 
 class RagidxRetriever(BaseRetriever):
@@ -53,7 +53,9 @@ class RagidxRetriever(BaseRetriever):
     k: int = Field(4, ge=1, description="how many documents (or chunks) to return")
     score_threshold: float | None = Field(None, description="drop results scoring below this")
     filter: dict[str, Any] | Callable[[Document], bool] | None = Field(
-        None, description="metadata values to match, or a callable on each candidate Document"
+        None,
+        description="conditions to match (ragidx.search.filters: {'format': 'pdf', 'year': {'$gte': 2020}}), "
+        "or a callable on each candidate Document",
     )
     search_type: SearchType = Field(
         "passage",
@@ -66,15 +68,15 @@ class RagidxRetriever(BaseRetriever):
     hybrid: HybridConfig | None = Field(
         None, description="a hybrid index: fuse its document and chunk cosines this way, not the manifest's"
     )
-    mode: Literal["dense", "lexical", "hybrid"] | None = Field(
+    mode: Mode | None = Field(
         None,
         description="rank by the vectors, by BM25, or both fused (default: hybrid where the index has a "
         "lexical index, else dense); each Document's metadata has dense_score and lexical_score",
     )
-    lexical_weight: float | Literal["rrf"] | None = Field(
+    lexical_weight: LexicalWeight | None = Field(
         None, description="hybrid: BM25's weight in [0, 1], or 'rrf' (default: the index's)"
     )
-    sentences: Literal["dense", "lexical", "auto"] | None = Field(
+    sentences: Sentences | None = Field(
         "lexical",
         description="how metadata['match'] is chosen: lexical (default: the query's words, no model "
         "call: the passage sent is the same either way), dense (the index's encoder settles what the "
@@ -155,31 +157,5 @@ class RagidxRetriever(BaseRetriever):
     def _document(self, result: SearchResult, kind: SearchType) -> Document:
         """One result as a LangChain ``Document``: its passage (widened by ``context_chunks``) or
         its whole text, and the metadata of the module docstring."""
-        if kind == "document":
-            start, end = 0, len(result.text)
-        else:
-            span = result.passage_span or {"char_start": 0, "char_end": len(result.text)}
-            passage = span["char_start"], span["char_end"]
-            start, end = with_context(self.index, result.doc_id, result.text, passage, self.context_chunks)
-        metadata = {
-            **result.metadata,
-            "doc_id": result.doc_id,
-            "source": result.source,
-            "title": result.title,
-            "score": result.score,
-            "rank": result.rank,
-            "snippet": result.snippet,
-            "embed_mode": result.embed_mode,
-            "n_tokens": result.n_tokens,
-            "chunk": result.chunk,
-            "chunk_id": None if result.chunk is None else f"{result.doc_id}#{result.chunk['ordinal']}",
-            "passage": {"char_start": start, "char_end": end},
-            "match": result.match,
-        }
-        if result.document_score is not None:  # a hybrid index: the two cosines the score fuses
-            metadata["document_score"] = result.document_score
-            metadata["chunk_score"] = result.chunk_score
-        for key in ("dense_score", "lexical_score"):  # modes hybrid and lexical: each signal's score
-            if getattr(result, key) is not None:
-                metadata[key] = getattr(result, key)
-        return to_langchain(result.doc_id, result.text[start:end], metadata)
+        start, end = passage_bounds(self.index, result, kind, self.context_chunks)
+        return to_langchain(result.doc_id, result.text[start:end], result_metadata(result, start, end))

@@ -14,7 +14,9 @@ what the store saved). Two kinds of embedding:
 
 Vectors are L2-normalised and searched by inner product: scores are cosine similarities, and
 relevance scores map them to [0, 1] as ``(1 + score) / 2``. Search methods take ``filter`` (a
-dict of metadata values or a callable on a ``Document``), applied while ranking.
+dict in ragidx's filter language, ``ragidx.search.filters``: ``{"tags": "bees", "year": {"$gte":
+2020}}``, or a callable on a ``Document``), applied while ranking. Every search goes through the
+index's entry point, :meth:`~ragidx.index.directory.Index.search_by_vectors`.
 """
 
 from __future__ import annotations
@@ -41,8 +43,7 @@ from ragidx.index.manifest import ExternalEncoderInfo
 from ragidx.ingestion.pipeline import add_documents, add_embedded
 from ragidx.integrations.langchain.documents import MetadataFilter, from_record, record_filter, to_ragidx
 from ragidx.integrations.langchain.embeddings import RagidxEmbeddings
-from ragidx.search.options import Mode, SearchOptions
-from ragidx.search.retriever import Retriever
+from ragidx.search.options import MODES, Mode
 
 
 class RagidxVectorStore(VectorStore):
@@ -194,8 +195,8 @@ class RagidxVectorStore(VectorStore):
         if self._is_empty():
             return []
         mode = kwargs.get("mode", "dense")
-        if mode not in ("dense", "hybrid", "lexical"):
-            raise ValueError(f"mode {mode!r}: use dense, hybrid or lexical")
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: use {', '.join(MODES)}")
         vector = None if mode == "lexical" else self._embed_query(query)
         return self._search(vector, k, filter, query=query, mode=mode)
 
@@ -230,15 +231,18 @@ class RagidxVectorStore(VectorStore):
             return []
         vector = np.asarray(embedding, dtype=np.float32)
         where = None if filter is None else record_filter(filter)
-        options = SearchOptions(where=where)
-        hits = Retriever(index).search_vectors(vector[None, :], max(fetch_k, k), options)[0]
-        if not hits:
+        found = index.search_by_vectors([""], vector, max(fetch_k, k), where=where, mode="dense")[0]
+        if not found:
             return []
-        vids = [vid for vid, _ in hits]
+        query = l2_normalize(vector.reshape(1, -1))[0]
+        best = []  # each document's vector closest to the query: the one it was ranked by
+        for result in found:
+            chunks, _ = index.vector_ids(result.doc_id)
+            best.append(int(chunks[int(np.argmax(index.vectors_of(chunks.tolist()) @ query))]))
         chosen = maximal_marginal_relevance(
-            vector, list(index.vectors_of(vids)), k=min(k, len(hits)), lambda_mult=lambda_mult
+            vector, list(index.vectors_of(best)), k=min(k, len(found)), lambda_mult=lambda_mult
         )
-        records = index.get([index.vector_record(vids[i]).doc_id for i in chosen])
+        records = index.get([found[i].doc_id for i in chosen])
         return [from_record(record) for record in records]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
@@ -288,12 +292,8 @@ class RagidxVectorStore(VectorStore):
         mode: Mode = "dense",
     ) -> list[tuple[Document, float]]:
         assert self._index is not None
-        options = SearchOptions(where=None if filter is None else record_filter(filter), mode=mode)
-        if vector is not None:
-            vector = np.asarray(vector, dtype=np.float32).reshape(1, -1)
-            self._index.check_query_vectors(vector)
-            vector = l2_normalize(vector)
-        results = Retriever(self._index).rank([query], vector, k, options)[0]
+        where = None if filter is None else record_filter(filter)
+        results = self._index.search_by_vectors([query], vector, k, where=where, mode=mode)[0]
         records = self._index.get([r.doc_id for r in results])
         out = []
         for record, result in zip(records, results, strict=True):

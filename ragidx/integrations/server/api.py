@@ -1,69 +1,69 @@
 """The HTTP API's requests and responses: pydantic models, validated strictly (unknown fields refused).
 
 A search request carries what :meth:`ragidx.index.directory.Index.search` takes, as JSON: the text,
-``k``, the mode, documents or passages (``per``), and a declarative ``where`` (document ids, a source
-glob, metadata values) that becomes the Python API's ``where`` predicate. Bounds are fixed and
-published in the OpenAPI schema: ``k`` ≤ :data:`MAX_K`, text ≤ :data:`MAX_TEXT_CHARS` characters.
+``k``, the mode, documents or passages (``per``), and a ``where`` filter in the JSON form of the
+filter language (``ragidx.search.filters``: document ids, a source glob, title, metadata values,
+ranges). Bounds are fixed and published in the OpenAPI schema: ``k`` ≤ :data:`MAX_K`, text ≤
+:data:`MAX_TEXT_CHARS` characters.
 """
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic_core import PydanticCustomError
+
+from ragidx.errors import ConfigError
+from ragidx.integrations.server.limits import LimitError, check_where
+from ragidx.search.filters import Filter
+from ragidx.search.options import LexicalWeight, Mode, Per, Sentences
 
 if TYPE_CHECKING:
-    from ragidx.index.store import DocumentRecord
+    from fastapi.responses import JSONResponse
+
     from ragidx.search.options import SearchKwargs
-    from ragidx.search.options import Where as WherePredicate
 
 MAX_K = 1000  # results per request
 MAX_TEXT_CHARS = 10_000  # a query longer than this is refused (the model reads one window of it anyway)
-MAX_IDS = 10_000  # document ids in one ``where.doc_ids``
+MAX_IDS = 10_000  # values in one ``$in`` / ``$nin`` list of ``where`` (document ids, …)
+
+Asked = TypeVar("Asked", bound=BaseModel)
+
+
+class Checked(Protocol):
+    """How every endpoint reads its body: the ``model`` request in ``raw``, or the 422 to answer
+    (invalid JSON, too deep, or failing the model; one line and pydantic's errors as ``detail``)."""
+
+    def __call__(self, raw: bytes, model: type[Asked]) -> Asked | JSONResponse: ...
 
 
 class Strict(BaseModel):
-    """A request part: unknown fields are an error, not silently ignored."""
+    """A request part: unknown fields are an error, not silently ignored, and types are strict
+    (``"k": "5"`` is refused, not converted)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class Where(Strict):
-    """Which documents may be returned; every given condition must hold."""
+def _where(value: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+    """Refuse a filter the filter language cannot parse (422, one line naming the condition:
+    ``where: year.$gt: give a number or a string to compare with``)."""
+    if value is not None:
+        try:
+            Filter.from_mapping(value, max_values=MAX_IDS)
+        except ConfigError as exc:
+            message = str(exc).removeprefix("where.").removeprefix("where: ")
+            raise PydanticCustomError("where", message) from None
+    return value
 
-    doc_ids: list[str] | None = Field(
-        None, max_length=MAX_IDS, description="only these document ids", examples=[["avg.txt"]]
-    )
-    source: str | None = Field(
-        None,
-        min_length=1,
-        description="a glob the document's source path or id must match (as ragidx delete --source)",
-        examples=["*/essays/a*.txt"],
-    )
-    metadata: dict[str, JsonValue] | None = Field(
-        None,
-        description="metadata values the document must have (each key equal)",
-        examples=[{"format": "pdf"}],
-    )
 
-    def predicate(self) -> WherePredicate:
-        """The Python API's ``where``: a function of a stored document."""
-        ids = None if self.doc_ids is None else frozenset(self.doc_ids)
-        missing = object()
-
-        def accepts(record: DocumentRecord) -> bool:
-            if ids is not None and record.doc_id not in ids:
-                return False
-            if self.source is not None and not (
-                fnmatchcase(record.source, self.source) or fnmatchcase(record.doc_id, self.source)
-            ):
-                return False
-            return all(
-                record.metadata.get(key, missing) == value for key, value in (self.metadata or {}).items()
-            )
-
-        return accepts
+def _bounded(value: object) -> object:
+    """Refuse a ``where`` over the server's bounds before it is parsed (see ``limits``)."""
+    try:
+        check_where(value)
+    except LimitError as exc:
+        raise ValueError(str(exc)) from None
+    return value
 
 
 def _weight(value: float | str | None) -> float | str | None:
@@ -82,27 +82,36 @@ class SearchRequest(Strict):
         examples=["how do you get startup ideas?"],
     )
     k: int = Field(10, ge=1, le=MAX_K, description="how many documents (or passages) to return")
-    mode: Literal["dense", "lexical", "hybrid"] | None = Field(
+    mode: Mode | None = Field(
         None,
         description="dense: the vectors; lexical: BM25; hybrid: both fused (default where the index has "
         "a lexical index, else dense)",
     )
-    per: Literal["document", "chunk"] = Field(
+    per: Per = Field(
         "document", description="document: each document once (its best passage); chunk: rank passages"
     )
-    where: Where | None = Field(None, description="keep only documents matching all of these")
-    lexical_weight: Annotated[float | Literal["rrf"] | None, AfterValidator(_weight)] = Field(
+    where: Annotated[dict[str, JsonValue] | None, BeforeValidator(_bounded), AfterValidator(_where)] = Field(
+        None,
+        description="keep only documents matching all of these conditions (the filter language of "
+        "ragidx.search.filters, as LangChain's filter and Index.search(where=…) take it): each key (doc_id, "
+        "source: a glob on the path or id, title, embed_mode, else a metadata key, a.b nested) equal to a "
+        "value (a metadata list: one element equal), or {$eq $ne $in $nin $gt $gte $lt $lte $exists: "
+        "value}; $and / $or: lists of such objects",
+        examples=[{"format": "pdf", "year": {"$gte": 2020}, "source": "*/essays/*.txt"}],
+    )
+    lexical_weight: Annotated[LexicalWeight | None, AfterValidator(_weight)] = Field(
         None, description="hybrid: BM25's weight in [0, 1], or 'rrf' (default: the index's)"
     )
     best_chunks: int | None = Field(
         None, ge=1, le=64, description="chunked documents score as the mean of their N best chunks"
     )
-    sentences: Literal["lexical", "dense"] = Field(
+    sentences: Sentences = Field(
         "lexical",
         description="how each result's matched sentence (where its snippet starts) is chosen when the "
         "query's words cannot decide: lexical, by the words alone (no model; the server's default, for "
-        "speed); dense, by embedding those sentences with the index's model, for every result (ragidx "
-        "query does it for its first 10; it costs model passes, see benchmarks/README.md)",
+        "speed); dense, by embedding those sentences with the index's model, for every result (it costs "
+        "model passes, see benchmarks/README.md); auto, dense within 32 sentences, top results first (what "
+        "ragidx query does)",
     )
     with_text: bool = Field(False, description="include each document's full text")
     with_passage: bool = Field(False, description="include the text of the passage that matched")
@@ -110,7 +119,7 @@ class SearchRequest(Strict):
     def options(self) -> SearchKwargs:
         """The keyword arguments of ``Index.search``."""
         return {
-            "where": None if self.where is None else self.where.predicate(),
+            "where": None if self.where is None else Filter.from_mapping(self.where, max_values=MAX_IDS),
             "per": self.per,
             "mode": self.mode,
             "lexical_weight": self.lexical_weight,
@@ -170,11 +179,14 @@ class Info(BaseModel):
     loaded_at: str = Field(description="when this generation was loaded (UTC)")
     documents: int
     vectors: int
+    search_backend: str | None = Field(
+        None, description="what searched the vectors: faiss-gpu, torch-cuda float32|float16 or faiss-cpu"
+    )
     model: str
     lexical: bool = Field(description="whether the index has a BM25 index (modes lexical and hybrid)")
     default_mode: str
     threads: int = Field(description="torch CPU threads per query")
     reload_interval: float
     reload_error: str | None = None
-    limits: dict[str, int]
+    limits: dict[str, int | float] = Field(description="every bound of a request (see README: Serving)")
     manifest: dict[str, Any]

@@ -8,28 +8,36 @@ memory, so a commit that deletes the old files mid-search changes nothing for it
 fails to load (a damaged file) leaves the served one in place and is reported (:attr:`reload_error`)
 until the manifest changes again.
 
-Searches run one at a time: the encoder's tokenizer and the process's torch threads are shared, and
-one short query is fastest on few threads anyway (see ``ragidx.cli.threads``).
+Searches run concurrently (the server's lanes, ``ragidx.integrations.server.lanes``): a loaded
+generation is only read, and everything a search builds lazily on first use (FAISS search
+parameters, row maps, the tokenizer's settings) is built by the warm-up searches, one of each kind,
+before the generation is served. Each search's torch and FAISS work runs on its own thread, at the
+process's thread count (see ``ragidx.cli.threads``). Notes go in each answer, not through
+:mod:`warnings` (whose capture is process-wide, not per thread).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ragidx.embed.config import EncoderConfig
-from ragidx.errors import ModelError, RagidxError
+from ragidx.errors import ConfigError, ModelError, RagidxError
 from ragidx.index.directory import Index
 from ragidx.index.manifest import MANIFEST_NAME, Manifest
-from ragidx.search.options import SearchKwargs, SearchOptions
-from ragidx.search.retriever import Retriever, SearchNote, SearchResult
+from ragidx.search.options import SearchKwargs
+from ragidx.search.retriever import SearchResult
 
 WARM_UP = "warm up the model"  # the query run on each new generation before it is served
+NO_TERMS = (
+    "query {text!r} has no searchable word for BM25 (only stop words or punctuation): ranked by the dense "
+    "vectors"
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,6 @@ class LiveIndex:
         self.reload_interval = reload_interval
         self.reload_error: str | None = None
         self._encoder_config = encoder_config
-        self._search_lock = threading.Lock()
         self._check_lock = threading.Lock()
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -87,25 +94,27 @@ class LiveIndex:
 
     # ----------------------------------------------------------------------------- searching
     def search(self, text: str, k: int, options: SearchKwargs) -> Answer:
-        """``Index.search`` on the current generation; :class:`SearchNote` warnings become notes.
-        Raises :class:`~ragidx.errors.RagidxError` for a search the index cannot run (e.g. mode
-        lexical without a lexical index)."""
-        with self._search_lock:
-            generation = self.current
-            retriever = Retriever(generation.index)
-            chosen = SearchOptions(**options)
-            start = time.perf_counter()
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", SearchNote)
-                mode = retriever.mode(chosen)
-                results = retriever.search_many([text], k, chosen)[0]
-            took = (time.perf_counter() - start) * 1000
-        notes = [str(w.message) for w in caught if issubclass(w.category, SearchNote)]
+        """``Index.search`` on the current generation; safe to call from several threads at once.
+        A query without a word BM25 can search runs in mode dense, with a note saying so (what the
+        retriever would do with a :class:`~ragidx.search.retriever.SearchNote` warning). Raises
+        :class:`~ragidx.errors.RagidxError` for a search the index cannot run (e.g. mode lexical
+        without a lexical index)."""
+        generation = self.current
+        start = time.perf_counter()
+        mode = generation.index.search_mode(**options)  # what it runs in
+        notes = []
+        lexical = generation.index.lexical
+        if mode != "dense" and lexical is not None and not lexical.query_terms(text):
+            notes.append(NO_TERMS.format(text=text))
+            mode = "dense"
+            options = {**options, "mode": mode}
+        results = generation.index.search(text, k, **options)
+        took = (time.perf_counter() - start) * 1000
         return Answer(results, mode, generation.number, notes, took)
 
     def default_mode(self) -> str:
         """The mode a search without one runs in (hybrid where the index has BM25, else dense)."""
-        return Retriever(self.current.index).mode(SearchOptions())
+        return self.current.index.search_mode()
 
     # ----------------------------------------------------------------------------- reloading
     def check(self) -> bool:
@@ -159,10 +168,25 @@ class LiveIndex:
                 raise
             index = Index.open(self.directory, encoder_config=config)  # re-created with another model
         if not index.external:
-            with self._search_lock, warnings.catch_warnings():
-                warnings.simplefilter("ignore", SearchNote)
-                index.search(WARM_UP, k=1)
+            index.search(WARM_UP, k=1)
+            for options in _warm_ups(index):
+                with contextlib.suppress(ConfigError):  # a kind this index cannot run: never served
+                    index.search(WARM_UP, k=1, **options)
         return Generation(index, datetime.now(UTC).replace(microsecond=0))
+
+
+def _warm_ups(index: Index) -> list[SearchKwargs]:
+    """One search of each kind (modes, documents and chunks, dense sentences), so that whatever a
+    search builds on first use is built before the generation is served and searched concurrently."""
+    kinds: list[SearchKwargs] = [
+        {"mode": "dense"},
+        {"mode": "dense", "per": "chunk"},
+        {"mode": "dense", "best_chunks": 2},
+        {"mode": "dense", "sentences": "dense"},
+    ]
+    if index.lexical is not None:
+        kinds += [{"mode": "lexical"}, {"mode": "hybrid"}, {"mode": "hybrid", "where": lambda record: True}]
+    return kinds
 
 
 def _manifest_stamp(directory: Path) -> tuple[int, int, int] | None:

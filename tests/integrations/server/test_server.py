@@ -22,6 +22,7 @@ from ragidx.ingestion.pipeline import ingest
 from ragidx.integrations.server import LiveIndex, create_app
 from ragidx.integrations.server.api import MAX_K, MAX_TEXT_CHARS, Hit
 from ragidx.integrations.server.app import MAX_BODY_BYTES
+from ragidx.integrations.server.limits import Limits
 from tests.conftest import long_text, tiny_config
 
 uvicorn = pytest.importorskip("uvicorn")
@@ -36,11 +37,12 @@ DOCS = {
 class Running:
     """uvicorn serving ``live`` in a thread, on a free port of 127.0.0.1."""
 
-    def __init__(self, live: LiveIndex):
+    def __init__(self, live: LiveIndex, limits: Limits | None = None):
         self.live = live
         listener = listen("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        config = uvicorn.Config(create_app(live, threads=1), log_level="warning", lifespan="on")
+        app = create_app(live, threads=1, limits=limits)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [listener]}, daemon=True)
         self.thread.start()
@@ -129,7 +131,7 @@ def test_matched_sentences_by_words_unless_asked_for_dense(served: Running) -> N
     assert [hit["match"]["by"] for hit in default] == ["lexical", "lexical"]
     assert default[0]["match"]["text"] == "gamma winter harbor" and default[0]["snippet"]
     # no word in common with the long document's sentences: only its model can pick one
-    body = {"text": "orchestra symphony", "k": 1, "where": {"doc_ids": ["long.txt"]}}
+    body = {"text": "orchestra symphony", "k": 1, "where": {"doc_id": "long.txt"}}
     assert served.search(**body).json()["results"][0]["match"]["by"] == "lexical"
     assert served.search(**body, sentences="dense").json()["results"][0]["match"]["by"] == "dense"
 
@@ -141,12 +143,12 @@ def _ids(served: Running, **where: Any) -> list[str]:
 
 
 def test_where_filters_by_id_source_and_metadata(served: Running) -> None:
-    assert _ids(served, doc_ids=["a.txt", "c.html", "nope"]) == ["a.txt", "c.html"]
+    assert _ids(served, doc_id={"$in": ["a.txt", "c.html", "nope"]}) == ["a.txt", "c.html"]
     assert _ids(served, source="*/docs/*.txt") == ["a.txt", "b.txt", "long.txt"]
     assert _ids(served, source="c.*") == ["c.html"]  # the id matches too
-    assert _ids(served, metadata={"format": "html"}) == ["c.html"]
-    assert _ids(served, metadata={"format": "text"}, doc_ids=["b.txt", "c.html"]) == ["b.txt"]
-    assert _ids(served, metadata={"no such key": None}) == []
+    assert _ids(served, format="html") == ["c.html"]
+    assert _ids(served, format="text", doc_id={"$in": ["b.txt", "c.html"]}) == ["b.txt"]
+    assert _ids(served, **{"no such key": None}) == []
 
 
 def test_a_search_the_index_cannot_run_is_a_400(served: Running) -> None:
@@ -169,11 +171,17 @@ def test_a_search_the_index_cannot_run_is_a_400(served: Running) -> None:
         ),
         ({"k": 3}, "text: Field required"),
         ({"text": "x", "top_k": 3}, "top_k: Extra inputs are not permitted"),
-        ({"text": "x", "where": {"author": "pg"}}, "where.author: Extra inputs are not permitted"),
-        ({"text": "x", "where": {"doc_ids": "a.txt"}}, "where.doc_ids: Input should be a valid list"),
+        (
+            {"text": "x", "where": {"author": ["pg"]}},
+            'where: author: a list; for any of several values write {"$in": [...]}',
+        ),
+        (
+            {"text": "x", "where": {"doc_id": {"$in": "a.txt"}}},
+            'where: doc_id.$in: give a list of values, e.g. ["pdf", "html"]',
+        ),
         ({"text": "x", "mode": "fuzzy"}, "mode: Input should be 'dense', 'lexical' or 'hybrid'"),
         ({"text": "x", "per": "page"}, "per: Input should be 'document' or 'chunk'"),
-        ({"text": "x", "sentences": "best"}, "sentences: Input should be 'lexical' or 'dense'"),
+        ({"text": "x", "sentences": "best"}, "sentences: Input should be 'dense', 'lexical' or 'auto'"),
         (
             {"text": "x", "lexical_weight": 1.5},
             "lexical_weight: Value error, give a number in [0, 1] or 'rrf'",
