@@ -9,6 +9,8 @@ ranges). Bounds are fixed and published in the OpenAPI schema: ``k`` ≤ :data:`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
@@ -21,7 +23,11 @@ from ragidx.search.options import LexicalWeight, Mode, Per, Sentences
 
 if TYPE_CHECKING:
     from fastapi.responses import JSONResponse
+    from pydantic import ValidationError
 
+    from ragidx.integrations.server.lanes import Lane
+    from ragidx.integrations.server.limits import Limits
+    from ragidx.integrations.server.live import LiveIndex
     from ragidx.search.options import SearchKwargs
 
 MAX_K = 1000  # results per request
@@ -36,6 +42,28 @@ class Checked(Protocol):
     (invalid JSON, too deep, or failing the model; one line and pydantic's errors as ``detail``)."""
 
     def __call__(self, raw: bytes, model: type[Asked]) -> Asked | JSONResponse: ...
+
+
+Run = Callable[..., Any]  # the app's ``_run(lane, deadline, call, *args)``: ``call`` on a lane, awaited
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What the app shares with the endpoint modules it registers (``batch``, ``embeddings``): the
+    served index and its bounds, the lanes searches run in, and the app's own ways to run a call on
+    a lane, read a body (:class:`Checked`) and answer 422 (``invalid(error, detail)``, ``rejected``
+    for a request that failed its model), with the error responses every endpoint documents."""
+
+    live: LiveIndex
+    bounds: Limits
+    reading: Lane
+    light: Lane
+    heavy: Lane
+    run: Run
+    checked: Checked
+    invalid: Callable[..., JSONResponse]
+    rejected: Callable[[ValidationError], JSONResponse]
+    errors: dict[int | str, dict[str, Any]]
 
 
 class Strict(BaseModel):

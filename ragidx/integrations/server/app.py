@@ -42,6 +42,7 @@ from ragidx.integrations.server.api import (
     Info,
     SearchRequest,
     SearchResponse,
+    Serving,
 )
 from ragidx.integrations.server.lanes import Busy, Deadline, Lane, TimedOut
 from ragidx.integrations.server.limits import (
@@ -161,10 +162,20 @@ def create_app(live: LiveIndex, *, threads: int, limits: Limits | None = None) -
                 f"(k, sentences, with_text, where) or retry after {RETRY_AFTER_S} s"
             )
 
-    shared: dict[str, Any] = {"reading": reading, "light": light, "heavy": heavy, "run": _run}
-    shared |= {"invalid": _invalid, "rejected": _rejected, "errors": ERRORS}
-    batch.register(app, live, bounds, checked=_checked, **shared)  # POST /search/batch
-    embeddings.register(app, live, bounds, **shared)  # POST /v1/embeddings
+    serving = Serving(
+        live=live,
+        bounds=bounds,
+        reading=reading,
+        light=light,
+        heavy=heavy,
+        run=_run,
+        checked=_checked,
+        invalid=_invalid,
+        rejected=_rejected,
+        errors=ERRORS,
+    )
+    batch.register(app, serving)  # POST /search/batch
+    embeddings.register(app, serving)  # POST /v1/embeddings
 
     @app.get("/health", response_model=Health)
     def health() -> Health:

@@ -19,32 +19,29 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
-from pydantic import AfterValidator, BeforeValidator, Field, JsonValue, ValidationError
+from fastapi.responses import Response
+from pydantic import AfterValidator, BeforeValidator, Field, JsonValue
 
 from ragidx.integrations.server import body as bodies
 from ragidx.integrations.server.api import (
     MAX_K,
     MAX_TEXT_CHARS,
-    Checked,
     SearchRequest,
+    Serving,
     Strict,
     _bounded,
     _weight,
     _where,
 )
-from ragidx.integrations.server.lanes import Deadline, Lane
-from ragidx.integrations.server.limits import LIGHT_BODY_BYTES, LIGHT_WORK, Limits, work
+from ragidx.integrations.server.lanes import Deadline
+from ragidx.integrations.server.limits import LIGHT_BODY_BYTES, LIGHT_WORK, work
 from ragidx.integrations.server.live import NO_TERMS, LiveIndex
 from ragidx.search.options import LexicalWeight, Mode, Per, SearchKwargs, Sentences
 
 MAX_QUERIES = 256  # queries in one batch (each still bounded by the work budget)
-
-Run = Callable[..., Any]  # the app's ``_run(lane, deadline, call, *args)``
 
 
 class BatchRequest(Strict):
@@ -86,22 +83,20 @@ def query_error(i: int, text: str) -> str | None:
     return None
 
 
-def register(
-    app: FastAPI,
-    live: LiveIndex,
-    bounds: Limits,
-    *,
-    reading: Lane,
-    light: Lane,
-    heavy: Lane,
-    run: Run,
-    checked: Checked,
-    invalid: Callable[..., JSONResponse],
-    rejected: Callable[[ValidationError], JSONResponse],
-    errors: dict[int | str, dict[str, Any]],
-) -> None:
+def register(app: FastAPI, serving: Serving) -> None:
     """Add ``POST /search/batch`` to ``app`` (``run``, ``checked``, ``invalid``, ``rejected``: the
     app's own)."""
+    live, bounds, reading, light, heavy, run, checked, invalid, errors = (
+        serving.live,
+        serving.bounds,
+        serving.reading,
+        serving.light,
+        serving.heavy,
+        serving.run,
+        serving.checked,
+        serving.invalid,
+        serving.errors,
+    )
 
     @app.post(
         "/search/batch",

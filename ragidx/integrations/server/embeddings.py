@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -38,10 +38,9 @@ from ragidx.embed.config import LongDocConfig
 from ragidx.embed.documents import embed_plans, plan_tokens
 from ragidx.embed.plan import EmbedPlan
 from ragidx.integrations.server import body as bodies
-from ragidx.integrations.server.api import Strict
-from ragidx.integrations.server.lanes import Deadline, Lane
-from ragidx.integrations.server.limits import LIGHT_WORK, MAX_JSON_DEPTH, Limits
-from ragidx.integrations.server.live import LiveIndex
+from ragidx.integrations.server.api import Serving, Strict
+from ragidx.integrations.server.lanes import Deadline
+from ragidx.integrations.server.limits import LIGHT_WORK, MAX_JSON_DEPTH
 
 if TYPE_CHECKING:
     from ragidx.embed.encoder import Encoder, Tokens
@@ -50,8 +49,6 @@ MAX_INPUTS = 256  # inputs in one request (each still bounded by the work budget
 WINDOW_COST = (
     20  # work units (about 2 ms each) of one model window: all-MiniLM-L6-v2, 256 tokens, 46 ms on one core
 )
-
-Run = Callable[..., Any]  # the app's ``_run(lane, deadline, call, *args)``
 
 
 class EmbeddingsRequest(Strict):
@@ -156,21 +153,20 @@ def embed(
     return Response(json.dumps(body, allow_nan=False), media_type="application/json")
 
 
-def register(
-    app: FastAPI,
-    live: LiveIndex,
-    bounds: Limits,
-    *,
-    reading: Lane,
-    light: Lane,
-    heavy: Lane,
-    run: Run,
-    invalid: Callable[..., JSONResponse],
-    rejected: Callable[[ValidationError], JSONResponse],
-    errors: dict[int | str, dict[str, Any]],
-) -> None:
+def register(app: FastAPI, serving: Serving) -> None:
     """Add ``POST /v1/embeddings`` to ``app`` (``run``, ``invalid``, ``rejected``: the app's own; the
     body is read by ``read``, which names the shape of a bad ``input`` before the model's errors)."""
+    live, bounds, reading, light, heavy, run, invalid, rejected, errors = (
+        serving.live,
+        serving.bounds,
+        serving.reading,
+        serving.light,
+        serving.heavy,
+        serving.run,
+        serving.invalid,
+        serving.rejected,
+        serving.errors,
+    )
 
     def read(raw: bytes) -> EmbeddingsRequest | JSONResponse:
         try:
