@@ -53,6 +53,23 @@ MiB = 2**20
 
 # Wheels to carry (distribution names; versions: whatever is installed here).
 CARRY = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions")
+# With --random-weights (no MiniLM weights travel, so there is room): what the cli and pipeline
+# sections' commands need beyond the image (README.md, "What the cli and pipeline sections need").
+# faiss-cpu is added through try_faiss_cpu; scipy and matplotlib (probe, 43 MiB) still do not fit.
+CLI_CARRY = (
+    "PyStemmer",
+    "beautifulsoup4",
+    "soupsieve",
+    "pypdf",
+    "fastapi",
+    "opentelemetry-api",
+    "starlette",
+    "annotated-doc",
+    "anyio",
+    "sniffio",
+    "uvicorn",
+    "h11",
+)
 # What the GPU image has (Python 3.12, /opt/torch/.venv), as normalised distribution names. The
 # nvidia-* CUDA libraries come with torch; packaging and the rest come with transformers.
 GPU_IMAGE = {
@@ -79,6 +96,11 @@ GPU_IMAGE = {
     "jinja2",
     "networkx",
     "sympy",
+    "click",  # typer's
+    "shellingham",
+    "idna",  # requests'
+    "certifi",
+    "urllib3",
 }
 # Files of the MiniLM folder nothing loads (model card, training-data list, git attributes).
 MINILM_SKIP = {"README.md", "data_config.json", ".gitattributes", "FETCHED.json", "model.safetensors"}
@@ -188,8 +210,9 @@ def find_minilm(explicit: str | None) -> Path:
     )
 
 
-def write_minilm_fp16(source: Path, dest: Path) -> dict[str, object]:
-    """Copy the sentence-transformers folder; float weights → float16 safetensors."""
+def write_minilm_fp16(source: Path, dest: Path, weights: bool = True) -> dict[str, object]:
+    """Copy the sentence-transformers folder; float weights → float16 safetensors (none when
+    ``weights`` is False: run.py then builds random weights of MiniLM's shape)."""
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -206,6 +229,8 @@ def write_minilm_fp16(source: Path, dest: Path) -> dict[str, object]:
         folder = dest / sub
         if folder.is_dir() and not any(folder.iterdir()):
             (folder / "config.json").write_text("{}\n", encoding="utf-8")
+    if not weights:
+        return {"source": str(source), "weights": "none (random, built by run.py)"}
     state = load_file(str(source / "model.safetensors"))
     params = sum(t.numel() for t in state.values() if t.is_floating_point())
     half = {k: (t.to(torch.float16) if t.is_floating_point() else t).contiguous() for k, t in state.items()}
@@ -284,6 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-mib", type=float, default=55.0, help="most MiB the folder may hold")
     parser.add_argument("--wheels-only", action="store_true", help="only the wheels (to rehearse here)")
     parser.add_argument("--no-faiss", action="store_true", help="do not try faiss-cpu")
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="carry MiniLM's files but its weights (run.py builds random ones of its shape) and, in "
+        "the room that leaves, the wheels the cli and pipeline sections need (faiss-cpu included)",
+    )
     args = parser.parse_args(argv)
     out: Path = args.out.resolve()
     budget = int(args.budget_mib * MiB)
@@ -293,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(stale)
     add_git_exclude(out)
 
-    pins = {normalise(n): installed_version(n) for n in CARRY}
+    names = CARRY + (CLI_CARRY if args.random_weights else ())
+    pins = {normalise(n): installed_version(n) for n in names}
     print(f"wheels for CPython {args.python_version}, manylinux x86_64 (versions installed here):")
     for line in check_requirements(pins, args.python_version):
         print(line)
@@ -311,8 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.wheels_only:
         minilm = find_minilm(args.minilm)
-        manifest["minilm"] = write_minilm_fp16(minilm, out / "minilm")
-        print(f"minilm: {minilm} -> {out / 'minilm'} (float16 safetensors)")
+        manifest["minilm"] = write_minilm_fp16(minilm, out / "minilm", weights=not args.random_weights)
+        kind = "no weights: run.py builds random ones" if args.random_weights else "float16 safetensors"
+        print(f"minilm: {minilm} -> {out / 'minilm'} ({kind})")
         shutil.copy2(GEMMA_CONFIG, out / GEMMA_CONFIG.name)
         manifest["gemma_config"] = GEMMA_CONFIG.name
         if args.no_faiss:

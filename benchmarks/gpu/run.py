@@ -374,8 +374,54 @@ def _encode(ctx: SimpleNamespace) -> dict[str, Any]:
             "st_tokens_per_s": _r(tokens / s_med, 1),
             "ratio_ragidx_over_st": _r(s_med / r_med, 3),
             "min_cosine": _r(et.min_cosine(outputs["ragidx"], outputs["st"]), 6),
+            "breakdown": _encode_breakdown(encoder, st, texts, prompt, batch, ctx),
         }
         ctx.save()
+    return out
+
+
+def _encode_breakdown(
+    encoder: Any, st: Any, texts: list[str], prompt: str, batch: int, ctx: SimpleNamespace
+) -> dict[str, Any]:
+    """Where the encode time goes (median of 3 each): ragidx's CPU side (tokenize one text at a time
+    as ``embed`` does, or all in one batched call, then build windows), its GPU side alone
+    (``embed_windows`` on windows built beforehand), and sentence-transformers' tokenization alone."""
+
+    def windows_one_by_one() -> list[Any]:
+        out = []
+        for text in texts:
+            tokens = encoder.tokenize(text, "document")
+            out.append(encoder.window(tokens, 0, encoder.content_budget(tokens)))
+        return out
+
+    def windows_batched() -> list[Any]:
+        return [
+            encoder.window(t, 0, encoder.content_budget(t)) for t in encoder.tokenize_many(texts, "document")
+        ]
+
+    def st_tokenize() -> None:
+        for i in range(0, len(texts), batch):
+            chunk = texts[i : i + batch]
+            if hasattr(st, "preprocess"):
+                st.preprocess(chunk, prompt=prompt)
+            else:
+                st.tokenize([prompt + t for t in chunk])
+
+    windows = windows_batched()
+    cases = {
+        "ragidx_tokenize_window_per_text": windows_one_by_one,
+        "ragidx_tokenize_window_batched": windows_batched,
+        "ragidx_embed_windows_only": lambda: encoder.embed_windows(windows),
+        "st_tokenize_only": st_tokenize,
+    }
+    out: dict[str, Any] = {}
+    for name, fn in cases.items():
+        try:
+            fn()
+            seconds, _ = _timed(fn, 3, ctx.device)
+            out[name] = _r(statistics.median(seconds))
+        except Exception as exc:  # a breakdown never fails the section
+            out[name] = _error(exc)
     return out
 
 
@@ -1463,6 +1509,12 @@ def main(argv: list[str] | None = None) -> int:
         partial={},
     )
     atexit.register(shutil.rmtree, ctx.tmp, True)
+    if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in Path(minilm).iterdir()):
+        # prepare.py --random-weights: no weights travelled; every section uses MiniLM's shape with
+        # random weights (speed, memory and ragidx-vs-ST agreement hold for any weights)
+        ctx.minilm = str(random_minilm(ctx))
+        result["notes"][1] = f"MiniLM: RANDOM weights of all-MiniLM-L6-v2's shape ({minilm} has no weights)"
+        result["env"]["minilm"] = f"{ctx.minilm} (random weights, files of {minilm})"
     clock.log(
         f"{result['env']['device_name']} | torch {torch.__version__} | dtype {dtype_name} | "
         f"MiniLM {minilm} | {result['env'].get('pydantic')}"

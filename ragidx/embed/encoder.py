@@ -29,10 +29,12 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -210,8 +212,7 @@ class Encoder:
             # the Rust tokenizer itself (what transformers calls, without its per-text dictionaries);
             # a tokenizer.json that truncates or pads (128 tokens for all-MiniLM-L6-v2) goes through
             # transformers, whose call turns both off for good (the encoder's first call does)
-            encodings = backend.encode_batch(inputs, add_special_tokens=False)
-            pairs = [(e.ids, e.offsets) for e in encodings]
+            pairs = [(e.ids, e.offsets) for e in _encode_batch(backend, inputs)]
         else:
             encoded = self.tokenizer(
                 inputs,
@@ -392,8 +393,7 @@ class Encoder:
         """
         windows: list[Window] = []
         truncated = 0
-        for text in texts:
-            tokens = self.tokenize(text, role)
+        for tokens in self.tokenize_many(texts, role):  # one batched tokenizer call
             budget = self.content_budget(tokens)
             truncated += len(tokens) > budget
             windows.append(self.window(tokens, 0, budget))
@@ -657,6 +657,36 @@ class _HostCopy:
             return self.host.numpy()
         self.done.synchronize()
         return self.host.numpy().copy()
+
+
+PARALLEL_TOKENIZE_CHARS = 1 << 16  # characters per tokenizer thread at least
+
+
+def _encode_batch(backend: Any, inputs: list[str]) -> list[Any]:
+    """The Rust tokenizer's ``encode_batch`` of ``inputs``, split over threads (contiguous runs of
+    about equal characters) when the batch is large and ``TOKENIZERS_PARALLELISM`` is off (as
+    ``ragidx`` sets it): the call releases the GIL, so on a GPU host the tokenizer, not the GPU,
+    would otherwise set the pace (issue 38). Same encodings, same order, as one call."""
+    workers = 1
+    if os.environ.get("TOKENIZERS_PARALLELISM", "").lower() in ("false", "0", "off", "no"):
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        chars = sum(map(len, inputs))
+        workers = max(1, min(8, cores, len(inputs), chars // PARALLEL_TOKENIZE_CHARS))
+    if workers == 1:
+        return list(backend.encode_batch(inputs, add_special_tokens=False))
+    share, size = sum(map(len, inputs)) / workers, 0
+    chunks: list[list[str]] = []
+    current: list[str] = []
+    for text in inputs:
+        current.append(text)
+        size += len(text)
+        if size >= share and len(chunks) < workers - 1:
+            chunks.append(current)
+            current, size = [], 0
+    chunks.append(current)
+    with ThreadPoolExecutor(len(chunks), thread_name_prefix="ragidx-tokenize") as pool:
+        parts = pool.map(lambda chunk: backend.encode_batch(chunk, add_special_tokens=False), chunks)
+        return [encoding for part in parts for encoding in part]
 
 
 def _segment_sums(states: torch.Tensor, segments: Sequence[tuple[int, int]]) -> torch.Tensor:

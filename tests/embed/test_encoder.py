@@ -388,3 +388,28 @@ def test_mean_every_averages_every_kth_input_position(tiny_model: Path, k: int) 
 def test_selection_poolings_cannot_be_combined(tiny_model: Path) -> None:
     with pytest.raises(ModelError, match="cannot be combined"):
         Encoder(EncoderConfig(model=str(tiny_model), device="cpu", pooling=("lmk", "multicls")))
+
+
+def test_threaded_tokenizing_equals_one_call(tiny_encoder: Encoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large batch tokenized on several threads (TOKENIZERS_PARALLELISM off) gives the same ids
+    and offsets, in order, as one call per text; embed() of many short texts matches one by one."""
+    from ragidx.embed import encoder as encoder_module
+
+    texts = [f"text {i}: " + "word " * (i % 37) + ("é" * (i % 3)) for i in range(600)]
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setattr("ragidx.embed.encoder.PARALLEL_TOKENIZE_CHARS", 1000)  # several threads here
+    calls: list[int] = []
+    real = encoder_module._encode_batch
+
+    def spy(backend: object, inputs: list[str]) -> list[object]:
+        calls.append(len(inputs))
+        return real(backend, inputs)
+
+    monkeypatch.setattr(encoder_module, "_encode_batch", spy)
+    batched = tiny_encoder.tokenize_many(texts, "document")
+    one_by_one = [tiny_encoder.tokenize(t, "document") for t in texts]
+    assert calls[0] == 600
+    assert [(t.ids, t.offsets) for t in batched] == [(t.ids, t.offsets) for t in one_by_one]
+    vectors, _ = tiny_encoder.embed(texts[:300], role="document")
+    single = np.stack([tiny_encoder.embed([t], role="document")[0][0] for t in texts[:300:37]])
+    np.testing.assert_allclose(vectors[::37], single, rtol=0, atol=1e-5)

@@ -16,6 +16,12 @@ behaves exactly like ``attn_implementation="sdpa"``. Inside ``with attention_pla
 
 Every path keeps memory linear in the sequence length: fused SDPA kernels, and masks no larger than
 ``block × L``. Masks built by transformers are replaced by a compact key-padding mask.
+
+On a CUDA GPU (half precision, no key padding) the same rules run as a few whole-sequence passes of
+FlashAttention-2 with its window bounds (:func:`flash_local`, checked against a dense reference once
+per device before first use): a sliding-window layer is one pass, SelfExtend three (the neighbour
+band; the far keys left of each query; the far keys to its right, as the left ones of the reversed
+sequence), merged by log-sum-exp (:func:`self_extend_local`). No mask tensor and no per-block loop.
 """
 
 from __future__ import annotations
@@ -327,6 +333,151 @@ def _additive(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     ]
 
 
+# --------------------------------------------------------------------------------- whole-sequence kernels
+# (q, k, v, scale, left, right) -> (output, logsumexp as float32). Query i keeps key j when
+# i + Lk - Lq - left <= j <= i + Lk - Lq + right (a bound of -1 is no bound): FlashAttention-2's rule,
+# the window aligned to the bottom-right corner. Rows that keep no key must be blanked by the caller.
+LocalKernel = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, float, int, int], tuple[torch.Tensor, torch.Tensor]
+]
+
+
+def flash_local(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, left: int, right: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention-2 (PyTorch's own build, CUDA) over whole sequences with window bounds.
+
+    PyTorch reads a bound at or beyond ``Lk`` as no bound, which is the rule only when the right
+    bound also reaches the last key from the first query (``right >= Lq - 1``); the bounds it would
+    misread (``Lk <= right < Lq - 1``, more queries than keys) are refused. ragidx's passes never
+    ask for them (equal lengths, or ``right = 0``)."""
+    if k.shape[2] <= right < q.shape[2] - 1:
+        raise ValueError(
+            f"flash_local: right bound {right} with {q.shape[2]} queries and {k.shape[2]} keys is read "
+            "as no bound by the kernel"
+        )
+    out, lse = torch.ops.aten._flash_attention_forward(
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        None,
+        None,
+        q.shape[2],
+        k.shape[2],
+        0.0,
+        False,
+        False,
+        scale=scale,
+        window_size_left=left,
+        window_size_right=right,
+    )[:2]
+    return out.transpose(1, 2), lse.float()
+
+
+def reference_local(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, left: int, right: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:data:`LocalKernel`'s rule with an explicit (Lq, Lk) mask: the slow, obviously correct twin
+    of :func:`flash_local` (tests, and the check before a device first uses flash)."""
+    rows = torch.arange(q.shape[2], device=q.device)[:, None] + (k.shape[2] - q.shape[2])
+    cols = torch.arange(k.shape[2], device=q.device)[None, :]
+    keep = torch.ones(rows.shape[0], cols.shape[1], dtype=torch.bool, device=q.device)
+    if left >= 0:
+        keep &= cols >= rows - left
+    if right >= 0:
+        keep &= cols <= rows + right
+    return attend(q, k, v, scale, keep)
+
+
+_FLASH_CHECKED: dict[tuple[str, int | None, torch.dtype, int], bool] = {}
+
+
+def local_kernel(q: torch.Tensor) -> LocalKernel | None:
+    """:func:`flash_local` where it runs and agrees with :func:`reference_local` on a small input
+    (checked once per device, dtype and head size), else None (the blocked paths run instead)."""
+    head = q.shape[-1]
+    if q.device.type != "cuda" or q.dtype not in (torch.float16, torch.bfloat16) or head % 8 or head > 256:
+        return None
+    key = (q.device.type, q.device.index, q.dtype, head)
+    if key not in _FLASH_CHECKED:
+        _FLASH_CHECKED[key] = _flash_agrees(q.device, q.dtype, head)
+    return flash_local if _FLASH_CHECKED[key] else None
+
+
+def _flash_agrees(device: torch.device, dtype: torch.dtype, head: int) -> bool:
+    if not torch.backends.cuda.flash_sdp_enabled():  # type: ignore[no-untyped-call]
+        return False
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, head, generator=generator).to(device, dtype) for n in (96, 128, 128))
+    try:
+        for left, right in ((-1, -1), (5, 7), (-1, 0), (9, 0)):
+            out, lse = flash_local(q, k, v, head**-0.5, left, right)
+            ref, ref_lse = reference_local(q, k, v, head**-0.5, left, right)
+            kept = torch.isfinite(ref_lse)
+            if not kept.any() or not torch.allclose(out[kept].float(), ref[kept].float(), atol=2e-2, rtol=0):
+                return False
+            if not torch.allclose(lse[kept], ref_lse[kept], atol=2e-2, rtol=0):
+                return False
+    except (RuntimeError, TypeError, NotImplementedError):  # an older build without window bounds
+        return False
+    return True
+
+
+def _blank_first_rows(
+    part: tuple[torch.Tensor, torch.Tensor], rows: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``rows`` query rows kept no key: output 0 and logsumexp -inf (FlashAttention-2
+    leaves +inf there), so :func:`merge` gives them no weight."""
+    out, lse = part
+    blank = torch.arange(out.shape[2], device=out.device) < rows  # out of place: autograd keeps both
+    return out.masked_fill(blank[:, None], 0.0), lse.masked_fill(blank, float("-inf"))
+
+
+def windowed_local(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    window: int,
+    causal: bool,
+    kernel: LocalKernel,
+) -> torch.Tensor:
+    """:func:`windowed_attention` (no key padding) as one whole-sequence pass of ``kernel``."""
+    return kernel(q, k, v, scale, window - 1, 0 if causal else window - 1)[0]
+
+
+def self_extend_local(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    window: int,
+    group: int,
+    rotate: Rotate,
+    causal: bool,
+    kernel: LocalKernel,
+) -> torch.Tensor:
+    """:func:`self_extend_attention` (no key padding) as whole-sequence passes of ``kernel``: the
+    neighbour band ``|i - j| < w``; the far keys ``j <= i - w`` (keys ``[0, L - w)``, bottom-right
+    causal: ``Lk - Lq = -w``); and, unless causal, the far keys ``j >= i + w``, which are the far-left
+    keys of the reversed sequence. Merged by log-sum-exp."""
+    length = q.shape[2]
+    parts = [kernel(q, k, v, scale, window - 1, 0 if causal else window - 1)]
+    if length > window:
+        pos = torch.arange(length, device=q.device)
+        shift = window - window // group
+        k_far = rotate(k, pos // group - pos)
+        cut = length - window
+        q_far = rotate(q, pos // group + shift - pos)
+        parts.append(_blank_first_rows(kernel(q_far, k_far[:, :, :cut], v[:, :, :cut], scale, -1, 0), window))
+        if not causal:
+            q_mirror = rotate(q, pos // group - shift - pos).flip(2)
+            k_rev, v_rev = k_far.flip(2)[:, :, :cut], v.flip(2)[:, :, :cut]
+            out, lse = _blank_first_rows(kernel(q_mirror, k_rev, v_rev, scale, -1, 0), window)
+            parts.append((out.flip(2), lse.flip(2)))
+    return merge(parts)
+
+
 # --------------------------------------------------------------------------------- transformers hooks
 def _ragidx_attention(
     module: torch.nn.Module,
@@ -374,14 +525,28 @@ def _ragidx_attention(
             "a caller-built (B, 1, Lq, Lk) mask cannot be combined with sliding windows, "
             "causal attention or SelfExtend under a plan; pass a 2D padding mask"
         )
+    kernel = local_kernel(query) if padding is None and full_mask is None else None
     if window:
-        out = windowed_attention(query, key, value, scale, int(window), causal, padding)
+        if kernel is not None:
+            out = windowed_local(query, key, value, scale, int(window), causal, kernel)
+        else:
+            out = windowed_attention(query, key, value, scale, int(window), causal, padding)
     elif se is not None and (layer_type in se.rotate or None in se.rotate):
         rotate = se.rotate.get(layer_type) or se.rotate[None]
-        out = self_extend_attention(query, key, value, scale, se.window, se.group, rotate, causal, padding)
+        if kernel is not None:
+            out = self_extend_local(query, key, value, scale, se.window, se.group, rotate, causal, kernel)
+        else:
+            out = self_extend_attention(
+                query, key, value, scale, se.window, se.group, rotate, causal, padding
+            )
     elif causal:
         length = query.shape[2]
-        out = windowed_attention(query, key, value, scale, length + 1, True, padding)
+        if kernel is not None:
+            out = windowed_local(query, key, value, scale, length + 1, True, kernel)
+        else:
+            out = windowed_attention(query, key, value, scale, length + 1, True, padding)
+    elif kernel is not None:
+        out = kernel(query, key, value, scale, -1, -1)[0]
     else:
         keep = full_mask if full_mask is not None else None if padding is None else padding[:, None, None, :]
         out = attend(query, key, value, scale, keep)[0]

@@ -66,7 +66,7 @@ def make_rotate(inv_freq: torch.Tensor) -> Rotate:
     """Rotation of x (..., L, D) by ``delta`` (L,) positions, HF rotate_half convention."""
 
     def rotate(x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-        freqs = delta.to(F64)[:, None] * inv_freq.to(F64)[None, :]
+        freqs = delta.to(F64)[:, None] * inv_freq.to(delta.device, F64)[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         return x * emb.cos().to(x.dtype) + rotate_half(x) * emb.sin().to(x.dtype)
 
@@ -723,3 +723,101 @@ def test_efficient_bias_is_the_same_mask_aligned_and_expanded(width: int) -> Non
     assert prepared.storage_offset() % 8 == 0
     assert torch.equal(prepared, bias.expand(2, 3, 5, width))
 
+
+# --------------------------------------------------------------------------------- whole-sequence kernels
+@pytest.mark.parametrize(("lq", "lk"), [(12, 12), (12, 7), (7, 12)])
+@pytest.mark.parametrize(("left", "right"), [(-1, -1), (2, 3), (-1, 0), (4, 0), (0, -1)])
+def test_reference_local_is_flash_rule(lq: int, lk: int, left: int, right: int) -> None:
+    """reference_local keeps j for query i exactly when i + Lk - Lq - left <= j <= i + Lk - Lq + right."""
+    q, k, v = randn(1, 2, lq, 8, seed=81), randn(1, 2, lk, 8, seed=82), randn(1, 2, lk, 8, seed=83)
+    out, lse = attn.reference_local(q, k, v, 0.3, left, right)
+    keep = torch.zeros(lq, lk, dtype=torch.bool)
+    for i in range(lq):
+        for j in range(lk):
+            lo = i + lk - lq - left if left >= 0 else -(10**9)
+            hi = i + lk - lq + right if right >= 0 else 10**9
+            keep[i, j] = lo <= j <= hi
+    ref, _ = dense_attention(q, k, v, 0.3, keep)
+    rows = keep.any(dim=-1)
+    torch.testing.assert_close(out[:, :, rows], ref[:, :, rows], rtol=0, atol=1e-12)
+    assert torch.isneginf(lse[:, :, ~rows]).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [1, 4, 9, 30])
+def test_windowed_local_matches_dense_band(causal: bool, window: int) -> None:
+    """The whole-sequence window pass == dense attention masked to |i−j| < W (and j ≤ i)."""
+    length = 23
+    q, k, v = (randn(2, 2, length, 8, seed=s) for s in (21, 22, 23))
+    out = attn.windowed_local(q, k, v, 0.35, window, causal, attn.reference_local)
+    ref, _ = dense_attention(q, k, v, 0.35, dense_keep(length, window, causal))
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("dim", "base"), [(8, 10000.0), (16, 1e6)])
+@pytest.mark.parametrize(("length", "w", "g"), [*SE_SHAPES, (30, 30, 2), (17, 100, 3), (30, 5, 1)])
+def test_self_extend_local_matches_dense_rule(
+    length: int, w: int, g: int, dim: int, base: float, causal: bool
+) -> None:
+    """SelfExtend as three whole-sequence passes (band, far left, far right reversed) == the dense
+    rule and == the blocked implementation."""
+    q0, k0, q, k, v, rotate = self_extend_case(length, w, g, dim, base)
+    scale = dim**-0.5
+    out = attn.self_extend_local(q, k, v, scale, w, g, rotate, causal, attn.reference_local)
+    keep = dense_keep(length, None, True) if causal else None
+    ref = dense_self_extend(q0, k0, v, scale, se_rel_matrix(length, w, g), rotate, keep)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-5)
+    blocked = self_extend_attention(q, k, v, scale, w, g, rotate, causal=causal, block=7)
+    torch.testing.assert_close(out, blocked, rtol=0, atol=1e-6)
+
+
+def test_local_kernel_only_for_cuda_half() -> None:
+    """On the CPU (and for float32 anywhere) the blocked paths run: no flash kernel is offered."""
+    assert attn.local_kernel(torch.zeros(1, 1, 4, 8)) is None
+    assert attn.local_kernel(torch.zeros(1, 1, 4, 8, dtype=torch.bfloat16)) is None
+    assert attn.local_kernel(torch.zeros(1, 1, 4, 8, device="meta", dtype=torch.bfloat16)) is None
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (benchmarks/gpu/)")
+
+
+@CUDA
+@pytest.mark.parametrize(("lq", "lk"), [(300, 300), (300, 200), (64, 1000)])
+@pytest.mark.parametrize(("left", "right"), [(-1, -1), (16, 40), (-1, 0), (128, 0), (255, 255)])
+@pytest.mark.parametrize("head", [64, 256])
+def test_flash_local_matches_reference_on_cuda(lq: int, lk: int, left: int, right: int, head: int) -> None:
+    """FlashAttention-2's window bounds are the rule reference_local spells out (rows with keys); the
+    one bound it cannot express is refused."""
+    g = torch.Generator().manual_seed(lq + lk + head)
+    q, k, v = (torch.randn(2, 3, n, head, generator=g).cuda().bfloat16() for n in (lq, lk, lk))
+    if lk <= right < lq - 1:  # the kernel would read the bound as none (see flash_local)
+        with pytest.raises(ValueError, match="right bound"):
+            attn.flash_local(q, k, v, head**-0.5, left, right)
+        return
+    out, lse = attn.flash_local(q, k, v, head**-0.5, left, right)
+    ref, ref_lse = attn.reference_local(q.float(), k.float(), v.float(), head**-0.5, left, right)
+    rows = torch.isfinite(ref_lse)
+    torch.testing.assert_close(out[rows].float(), ref[rows], rtol=0, atol=3e-2)
+    torch.testing.assert_close(lse[rows], ref_lse[rows], rtol=0, atol=3e-2)
+    assert attn.local_kernel(q) is attn.flash_local
+
+
+@CUDA
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("length", "w", "g"), [(4096, 512, 8), (3000, 1000, 4), (700, 64, 16)])
+def test_self_extend_flash_matches_blocked_on_cuda(length: int, w: int, g: int, causal: bool) -> None:
+    """On the GPU in bfloat16 the three flash passes agree with the blocked SelfExtend."""
+    _, _, q, k, v, rotate = self_extend_case(length, w, g, 128, 1e6, seed=90)
+    q, k, v = (t.cuda().bfloat16() for t in (q, k, v))
+    fast = attn.self_extend_local(q, k, v, 128**-0.5, w, g, rotate, causal, attn.flash_local)
+    blocked = self_extend_attention(q, k, v, 128**-0.5, w, g, rotate, causal=causal)
+    torch.testing.assert_close(fast.float(), blocked.float(), rtol=0, atol=3e-2)
+
+
+def test_flash_local_refuses_the_bound_it_would_misread() -> None:
+    """More queries than keys and a right bound past the keys but short of Lq - 1: refused before
+    any kernel runs (checked here on the CPU; the kernel itself needs CUDA)."""
+    q, k = torch.zeros(1, 1, 300, 8), torch.zeros(1, 1, 200, 8)
+    with pytest.raises(ValueError, match="right bound 255"):
+        attn.flash_local(q, k, k, 0.3, 255, 255)
