@@ -42,6 +42,9 @@ class Missing:
     key: tuple[Any, ...]
     score: float
     run_file: str
+    model: str | None = None
+    max_length: int | None = None
+    lengths: tuple[int, ...] = ()  # the record's group lengths (synthetic tasks)
 
 
 @dataclass
@@ -91,8 +94,44 @@ def missing_runs(folder: Path) -> list[Missing]:
         if run.is_file() or run.with_name(run.name + ".gz").is_file():
             continue
         key = _key(record)
-        out.append(Missing(record["task"], record["strategy"], key, record["score"], record["run_file"]))
+        lengths = tuple(int(g["length"]) for g in record.get("groups", []) if g.get("length") is not None)
+        out.append(
+            Missing(
+                record["task"],
+                record["strategy"],
+                key,
+                record["score"],
+                record["run_file"],
+                model=record.get("model"),
+                max_length=record.get("max_length"),
+                lengths=lengths,
+            )
+        )
     return out
+
+
+def _produces(m: Missing, argv: Sequence[str]) -> bool:
+    """Whether the command ``argv`` writes the record ``m``: its task (``passkey[30]`` is
+    ``--task passkey --sample 30``), strategy, model, ``--max-length`` and ``--lengths``, where the
+    command names them."""
+    name, _, sample = m.task.partition("[")
+    if name not in _options(argv, "--task") or not _strategy_in(m.strategy, argv):
+        return False
+    samples = _options(argv, "--sample")
+    if (samples[-1] if samples else "") != sample.rstrip("]"):
+        return False
+    models = _options(argv, "--model")
+    if models and m.model is not None and m.model not in models:  # one model, or a grid of them
+        return False
+    limits = _numbers(argv, "--max-length")  # one value, or several (a grid)
+    if limits and m.max_length is not None and m.max_length not in limits:
+        return False
+    named = _numbers(argv, "--lengths")
+    return not (named and m.lengths and not set(m.lengths) <= named)
+
+
+def _numbers(argv: Sequence[str], name: str) -> set[int]:
+    return {int(v) for value in _options(argv, name) for v in value.split(",") if v.strip().isdigit()}
 
 
 def plan(folder: Path) -> tuple[list[Command], list[Missing]]:
@@ -105,10 +144,7 @@ def plan(folder: Path) -> tuple[list[Command], list[Missing]]:
         argv = shlex.split(line)
         if argv[:2] != ["ragidx", "eval"]:
             continue
-        tasks = _options(argv, "--task")
-        produces = [
-            m for m in missing if m.key not in covered and m.task in tasks and _strategy_in(m.strategy, argv)
-        ]
+        produces = [m for m in missing if m.key not in covered and _produces(m, argv)]
         if produces:
             commands.append(Command(argv, produces))
             covered.update(m.key for m in produces)

@@ -106,3 +106,35 @@ def test_dry_run_changes_nothing(folder: Path, capsys: pytest.CaptureFixture[str
 
 def test_a_folder_without_results_is_refused(tmp_path: Path) -> None:
     assert rebuild_results.main([str(tmp_path)]) == 2
+
+
+def test_a_record_is_matched_to_the_command_of_its_sample_model_and_lengths(tmp_path: Path) -> None:
+    """Two commands name the same task and strategy: ``passkey[30]`` at 8,192 tokens of one model is
+    planned from the command with ``--sample 30``, that model and those lengths, not the first."""
+
+    def record(model: str, length: int) -> dict[str, Any]:
+        return {
+            **_record("passkey[30]", "pcw", 20.0),
+            "model": model,
+            "model_fingerprint": model,
+            "max_length": length,
+            "groups": [{"group": str(length), "length": length}],
+            "run_file": f"runs/passkey_30__pcw__{length}__{model[-2:]}.trec.gz",
+        }
+
+    commands = [
+        "ragidx eval --task passkey --lengths 8192 --max-length 8192 --model m/a1 --strategy pcw",
+        "ragidx eval --task passkey --lengths 8192 --max-length 8192 --sample 30 --model m/a1 --strategy pcw",
+        "ragidx eval --task passkey --lengths 16384 --max-length 16384 --sample 30 --model m/a1 --strategy pcw",
+        "ragidx eval --task passkey --lengths 16384 --max-length 16384 --sample 30 --model m/b2 --model m/c3 "
+        "--strategy pcw",
+    ]
+    records = [record("m/a1", 8192), record("m/a1", 16384), record("m/c3", 16384), record("m/z9", 16384)]
+    (tmp_path / "results.json").write_text(json.dumps({"records": records, "commands": commands}))
+    planned, orphans = rebuild_results.plan(tmp_path)
+    assert [(c.argv.index("--sample") > 0, [m.run_file for m in c.produces]) for c in planned] == [
+        (True, ["runs/passkey_30__pcw__8192__a1.trec.gz"]),
+        (True, ["runs/passkey_30__pcw__16384__a1.trec.gz"]),
+        (True, ["runs/passkey_30__pcw__16384__c3.trec.gz"]),
+    ]
+    assert [m.run_file for m in orphans] == ["runs/passkey_30__pcw__16384__z9.trec.gz"]
