@@ -125,7 +125,8 @@ def test_a_record_is_matched_to_the_command_of_its_sample_model_and_lengths(tmp_
     commands = [
         "ragidx eval --task passkey --lengths 8192 --max-length 8192 --model m/a1 --strategy pcw",
         "ragidx eval --task passkey --lengths 8192 --max-length 8192 --sample 30 --model m/a1 --strategy pcw",
-        "ragidx eval --task passkey --lengths 16384 --max-length 16384 --sample 30 --model m/a1 --strategy pcw",
+        "ragidx eval --task passkey --lengths 16384 --max-length 16384 --sample 30 --model m/a1 "
+        "--strategy pcw",
         "ragidx eval --task passkey --lengths 16384 --max-length 16384 --sample 30 --model m/b2 --model m/c3 "
         "--strategy pcw",
     ]
