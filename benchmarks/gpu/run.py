@@ -1172,6 +1172,15 @@ def _pipeline(ctx: SimpleNamespace) -> dict[str, Any]:
         if sum(runs) > 90:
             break
     assert report is not None
+    threads = None
+    if getattr(ctx, "profile_pipeline", False):  # one more ingest, every thread sampled (not timed)
+        from thread_sampler import ThreadSampler
+
+        with ThreadSampler() as sampler:
+            ingest(folder, Path(ctx.tmp) / "pipeline-index-sampled", config)
+            _sync(device)
+        print(sampler.table(), flush=True)
+        threads = sampler.report()
     embedded = alone["tokens"]
     tokens = int(report.tokens_embedded or embedded)
     ingest_med, alone_med, embed_med = (
@@ -1193,6 +1202,7 @@ def _pipeline(ctx: SimpleNamespace) -> dict[str, Any]:
         "ingest_over_encoder": _r(ingest_med / alone_med, 3),
         "note": "ingest includes loading the model (model_load_s), reading the files, FAISS, Parquet, "
         "BM25 and the commit; the encoder alone tokenizes, plans and embeds the same texts in memory",
+        **({"threads": threads} if threads is not None else {}),
     }
 
 
@@ -1397,6 +1407,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         help="skip what is left after this many seconds (default 330 on CUDA, 600 with --quick on CPU)",
     )
+    parser.add_argument(
+        "--profile-pipeline",
+        action="store_true",
+        help="pipeline section: one more ingest with every thread sampled (benchmarks/thread_sampler.py)",
+    )
     parser.add_argument("--wheels", help="wheel folder (default <carry>/wheels)")
     parser.add_argument("--site", help="use this pip --target folder instead of unpacking the wheels")
     args = parser.parse_args(argv)
@@ -1507,6 +1522,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp=tempfile.mkdtemp(prefix="ragidx-gpu-bench-"),
         save=save,
         partial={},
+        profile_pipeline=args.profile_pipeline,
     )
     atexit.register(shutil.rmtree, ctx.tmp, True)
     if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in Path(minilm).iterdir()):
