@@ -6,8 +6,10 @@ as 64 sequential ``/search`` requests and once as one ``/search/batch`` request 
 alternates between rounds, so that neither always runs on a warmer machine); the answers must be
 the same documents with the same scores, query by query, within :data:`SCORE_TOLERANCE` (a query
 embedded in a padded batch differs from one embedded alone in the last float digits, so documents
-of near-equal scores may swap places: counted as ``swapped``). Prints the median wall time of each
-over ``--rounds`` rounds and their ratio (sequential over batch: the batch's throughput gain).
+of near-equal scores may swap places: counted as ``swapped``), and each document the same snippet
+(one that differs is counted as ``snippets_differ``: a chunk of near-equal cosine may then be the
+best). Prints the median wall time of each over ``--rounds`` rounds and their ratio (sequential
+over batch: the batch's throughput gain).
 
     ragidx ingest examples/docs --index /tmp/n-index
     python benchmarks/serve_batch.py --index /tmp/n-index                 # about a minute on 2 cores
@@ -48,35 +50,45 @@ def queries(count: int) -> list[str]:
     ]
 
 
-Found = list[dict[str, float]]  # per query: document → score, in rank order
+Found = list[dict[str, tuple[float, str]]]  # per query: document → (score, snippet), in rank order
 
 
-def one_by_one(client: httpx.Client, texts: list[str], k: int) -> tuple[float, Found]:
+def one_by_one(client: httpx.Client, texts: list[str], k: int) -> tuple[float, Found, float]:
+    """Wall seconds, the answers, and the server's own milliseconds (``took_ms``, summed)."""
     start = time.perf_counter()
     found = []
+    took = 0.0
     for text in texts:
         reply = client.post("/search", json={"text": text, "k": k})
         reply.raise_for_status()
-        found.append({hit["doc_id"]: hit["score"] for hit in reply.json()["results"]})
-    return time.perf_counter() - start, found
+        answer = reply.json()
+        found.append({hit["doc_id"]: (hit["score"], hit["snippet"]) for hit in answer["results"]})
+        took += answer["took_ms"]
+    return time.perf_counter() - start, found, took
 
 
-def batched(client: httpx.Client, texts: list[str], k: int) -> tuple[float, Found]:
+def batched(client: httpx.Client, texts: list[str], k: int) -> tuple[float, Found, float]:
     start = time.perf_counter()
     reply = client.post("/search/batch", json={"queries": texts, "k": k})
     reply.raise_for_status()
-    found = [{hit["doc_id"]: hit["score"] for hit in answer["results"]} for answer in reply.json()["answers"]]
-    return time.perf_counter() - start, found
+    body = reply.json()
+    found = [
+        {hit["doc_id"]: (hit["score"], hit["snippet"]) for hit in answer["results"]}
+        for answer in body["answers"]
+    ]
+    return time.perf_counter() - start, found, body["took_ms"]
 
 
-def check(texts: list[str], single: Found, batch: Found) -> int:
-    """Exit unless each query's documents and scores agree; how many queries' orders differ."""
-    swapped = 0
+def check(texts: list[str], single: Found, batch: Found) -> tuple[int, int]:
+    """Exit unless each query's documents and scores agree; how many queries' orders differ, and
+    how many results' snippets."""
+    swapped = snippets = 0
     for text, one, many in zip(texts, single, batch, strict=True):
-        if one.keys() != many.keys() or any(abs(one[d] - many[d]) > SCORE_TOLERANCE for d in one):
+        if one.keys() != many.keys() or any(abs(one[d][0] - many[d][0]) > SCORE_TOLERANCE for d in one):
             raise SystemExit(f"{text!r}: the batch's results differ from the single search's: {one} {many}")
         swapped += list(one) != list(many)
-    return swapped
+        snippets += sum(one[d][1] != many[d][1] for d in one)
+    return swapped, snippets
 
 
 def main() -> None:
@@ -90,9 +102,10 @@ def main() -> None:
     args = parser.parse_args()
     texts = queries(args.queries)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    swapped = 0
+    swapped = snippets = 0
     single: list[float] = []
     batch: list[float] = []
+    took: dict[Any, list[float]] = {one_by_one: [], batched: []}
     with (
         server(args.index, args.threads, env) as (url, started),
         httpx.Client(base_url=url, timeout=600) as client,
@@ -104,8 +117,10 @@ def main() -> None:
             times: dict[Any, float] = {}
             answers = {}
             for run in order:
-                times[run], answers[run] = run(client, texts, args.k)
-            swapped += check(texts, answers[one_by_one], answers[batched])
+                times[run], answers[run], server_ms = run(client, texts, args.k)
+                took[run].append(server_ms)
+            orders, shown = check(texts, answers[one_by_one], answers[batched])
+            swapped, snippets = swapped + orders, snippets + shown
             single.append(times[one_by_one])
             batch.append(times[batched])
     result = {
@@ -118,7 +133,11 @@ def main() -> None:
         "sequential_qps": round(args.queries / statistics.median(single), 1),
         "batch_qps": round(args.queries / statistics.median(batch), 1),
         "speedup": round(statistics.median(single) / statistics.median(batch), 2),
+        # the server's own time (took_ms): the searches alone for /search, searches and hits for a batch
+        "sequential_server_ms": round(statistics.median(took[one_by_one]), 1),
+        "batch_server_ms": round(statistics.median(took[batched]), 1),
         "swapped": swapped,
+        "snippets_differ": snippets,
         "cpus": os.cpu_count(),
     }
     print(json.dumps(result, indent=2))

@@ -37,7 +37,13 @@ A spec is a base strategy with optional modifiers joined by ``+``:
   w BM25's weight, or reciprocal-rank fusion; ``auto`` (``ragidx eval`` only) chooses w by
   cross-validation;
 * ``passages:<P>`` — with ``bm25`` or ``+bm25:…``: BM25's passages of P terms (``[lexical]
-  passage_terms``); ``passages:0`` scores whole documents only (classic BM25: ``bm25+passages:0``).
+  passage_terms``); ``passages:0`` scores whole documents only (classic BM25: ``bm25+passages:0``);
+* ``rerank:<model>[:N][:w<W>]`` — last, after any strategy (``ragidx eval`` only:
+  ``chunk+bm25:auto+rerank:/models/ce:50``): the strategy before it is the first stage, and a
+  cross-encoder (a folder or hub id; no ``+`` in it) re-scores its N best documents per query
+  (default: ``ragidx.search.options.Rerank``'s, 50; at most :data:`RERANK_MAX_N`, what a run file
+  keeps), fusing the first stage's score in with weight W in [0, 1] (default 0: the cross-encoder
+  alone; ``ragidx eval --select …:w0,…:w0.3`` chooses W by cross-validation).
 
 :func:`parse` turns a spec into a :class:`Strategy`; :meth:`Strategy.long_doc` and
 :meth:`Strategy.encoder_config` give the :class:`~ragidx.embed.config.LongDocConfig` (with its
@@ -48,6 +54,7 @@ A spec is a base strategy with optional modifiers joined by ``+``:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -61,13 +68,17 @@ from ragidx.index.config import LexicalConfig
 
 BASES = ("truncate", "chunk", "pcw", "extend", "late")
 CHUNKED = ("chunk", "late")
+RERANK = "rerank"  # rerank:<model>[:N][:w<W>]: the strategy before it reranked by a cross-encoder
+RERANK_MAX_N = 100  # the most documents it reranks: what ragidx eval's run files keep (scoring.TOP_K)
 LEXICAL = "bm25"  # alone: BM25 only; bm25:<w|rrf|auto>: fused with the dense strategy it is appended to
 PASSAGES = "passages"  # passages:<P>: BM25's passage size (0: whole documents only)
 GRAMMAR = (
     "truncate, chunk[:N[:O]], pcw, extend:<method|preset.toml>, late[:N[:O]], lmk:<g>, tau:<τ>, "
     "scale:<doc|s>, vectors:<K>, best:<N>, hybrid:<rrf|w|auto>, bm25:<w|rrf|auto>, passages:<P>, "
-    "joined by '+'; or bm25 alone (+passages:<P>)"
+    "joined by '+'; or bm25 alone (+passages:<P>); then optionally rerank:<model>[:N][:w<W>] last"
 )
+_RERANK_WEIGHT = re.compile(r"w[-+.\deE]*")
+_RERANK_COUNT = re.compile(r"[-+]?\d+")
 _LEXICAL_FIELDS = ("lexical_fusion", "lexical_weight", "lexical_passages")
 
 
@@ -93,6 +104,21 @@ class Strategy:
     lexical_fusion: str | None = None  # +bm25: "rrf", "weighted" or "auto" (weighted, tuned by ragidx eval)
     lexical_weight: float | None = None  # +bm25 weighted: BM25's weight
     lexical_passages: int | None = None  # passages:<P>: BM25's passage_terms (None: the base's)
+    rerank_model: str | None = None  # rerank:<model>: the cross-encoder reranking the rest's run
+    rerank_top_n: int | None = None  # rerank:<model>:N: documents reranked (None: Rerank's default)
+    rerank_weight: float = 0.0  # rerank:…:w<W>: the first stage's weight in the fused score
+
+    @property
+    def reranked(self) -> bool:
+        """True when a cross-encoder reranks the strategy's run (``+rerank:…``)."""
+        return self.rerank_model is not None
+
+    @property
+    def first_stage(self) -> Strategy:
+        """The strategy without its ``+rerank:…`` part (itself when it has none)."""
+        if not self.reranked:
+            return self
+        return parse("+".join(_parts(self.spec)[:-1]))
 
     @property
     def lexical_only(self) -> bool:
@@ -107,12 +133,18 @@ class Strategy:
     @property
     def dense(self) -> Strategy:
         """The dense strategy without its ``+bm25:…`` part (itself when it has none)."""
-        if self.lexical_fusion is None:
+        if self.lexical_fusion is None and not self.reranked:
             return self
-        parts = [p.strip() for p in self.spec.split("+") if p.strip()]
-        parts = [p for p in parts if p.partition(":")[0] not in (LEXICAL, PASSAGES)]
+        parts = [p for p in _parts(self.spec) if p.partition(":")[0] not in (LEXICAL, PASSAGES, RERANK)]
         return replace(
-            self, spec="+".join(parts), lexical_fusion=None, lexical_weight=None, lexical_passages=None
+            self,
+            spec="+".join(parts),
+            lexical_fusion=None,
+            lexical_weight=None,
+            lexical_passages=None,
+            rerank_model=None,
+            rerank_top_n=None,
+            rerank_weight=0.0,
         )
 
     def lexical_config(self, base: LexicalConfig | None = None) -> LexicalConfig:
@@ -158,6 +190,9 @@ class Strategy:
 
     def with_tau(self, tau: float) -> Strategy:
         """The same strategy with TempScale τ (1 removes it)."""
+        if self.reranked:
+            first = self.first_stage.with_tau(tau)
+            return replace(self, spec=f"{first.spec}+{_parts(self.spec)[-1]}", tau=first.tau)
         base = "+".join(p for p in self.spec.split("+") if not p.strip().startswith("tau:"))
         spec = base if tau == 1.0 else f"{base}+tau:{tau:g}"
         return replace(self, spec=spec, tau=None if tau == 1.0 else tau)
@@ -221,12 +256,20 @@ class Strategy:
 
 def parse(spec: str) -> Strategy:
     """Parse a strategy spec; a bad one is a one-line :class:`ConfigError` saying what is allowed."""
-    parts = [p.strip() for p in spec.split("+") if p.strip()]
+    parts = _parts(spec)
     bases: dict[str, dict[str, Any]] = {}
     options: dict[str, Any] = {}
-    for part in parts:
+    rerank: dict[str, Any] = {}
+    for at, part in enumerate(parts):
         name, _, arg = part.partition(":")
-        if name == "lmk":
+        if name == RERANK:
+            if at != len(parts) - 1 or at == 0:
+                raise ConfigError(
+                    f"strategy {spec}: rerank:<model>[:N][:w<W>] comes last, after the strategy whose run "
+                    "it reranks (e.g. chunk+bm25:auto+rerank:/models/ce:50); a model path cannot hold '+'"
+                )
+            rerank = _rerank(spec, arg)
+        elif name == "lmk":
             options["landmark_every"] = _number(spec, part, arg, int)
         elif name == "tau":
             tau = _number(spec, part, arg, float)
@@ -255,7 +298,44 @@ def parse(spec: str) -> Strategy:
             bases[name] = _base(spec, name, arg)
         else:
             raise ConfigError(f"strategy {spec}: unknown part {part!r}; use {GRAMMAR}")
-    return Strategy(spec=spec, **_combine(spec, bases, options))
+    return Strategy(spec=spec, **_combine(spec, bases, options), **rerank)
+
+
+def _parts(spec: str) -> list[str]:
+    return [p.strip() for p in spec.split("+") if p.strip()]
+
+
+def _rerank(spec: str, arg: str) -> dict[str, Any]:
+    """``rerank:<model>[:N][:w<W>]`` as :class:`Strategy` fields (a model name may hold ``:``
+    where what follows it is neither a count nor ``w`` and a number)."""
+    grammar = (
+        f"use rerank:<model>[:N][:w<W>], N in 1–{RERANK_MAX_N} documents, W in [0, 1] "
+        "(e.g. rerank:/models/ce:50:w0.3)"
+    )
+    out: dict[str, Any] = {}
+    model, colon, last = arg.strip().rpartition(":")
+    if colon and _RERANK_WEIGHT.fullmatch(last):
+        try:
+            weight = float(last[1:])
+        except ValueError:
+            raise ConfigError(f"strategy {spec}: rerank weight {last!r} is not a number; {grammar}") from None
+        if not 0 <= weight <= 1:
+            raise ConfigError(f"strategy {spec}: rerank weight {last[1:]} is outside [0, 1]; {grammar}")
+        out["rerank_weight"] = weight
+        arg = model
+    model, colon, last = arg.strip().rpartition(":")
+    if colon and _RERANK_COUNT.fullmatch(last):
+        if not 1 <= int(last) <= RERANK_MAX_N:
+            raise ConfigError(
+                f"strategy {spec}: rerank N = {last} documents; give 1 to {RERANK_MAX_N} (the first "
+                f"stage's run keeps its {RERANK_MAX_N} best per query); {grammar}"
+            )
+        out["rerank_top_n"] = int(last)
+        arg = model
+    if not arg.strip():
+        raise ConfigError(f"strategy {spec}: rerank needs a cross-encoder (a folder or hub id); {grammar}")
+    out["rerank_model"] = arg.strip()
+    return out
 
 
 def _combine(spec: str, bases: dict[str, dict[str, Any]], options: dict[str, Any]) -> dict[str, Any]:

@@ -126,6 +126,32 @@ def build_tiny_bert(folder: Path, seed: int = 0, positions: int = TINY_WINDOW) -
     return folder
 
 
+def build_tiny_cross_encoder(folder: Path, seed: int = 5, positions: int = TINY_WINDOW) -> Path:
+    """Save a random 2-layer BERT with a one-score head (a cross-encoder's layout, as
+    sentence-transformers' ``CrossEncoder`` loads it) with the MiniLM tokenizer."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from tests.tiny_models import tiny
+
+    model = tiny(
+        BertForSequenceClassification,
+        BertConfig,
+        seed,
+        vocab_size=30522,
+        max_position_embeddings=positions,
+        num_labels=1,
+    )
+    model.save_pretrained(folder)
+    _bundled_tokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random cross-encoder folder (one score per query-passage pair; a window of 64 tokens)."""
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"))
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A plain transformers folder (no sentence-transformers files): mean pooling, no prompts."""

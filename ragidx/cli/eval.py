@@ -172,6 +172,8 @@ def eval_command(
             "documents (nothing embedded); '+bm25:<w|rrf|auto>' on any of the above: its document "
             "scores fused with BM25 as a hybrid search does (w = BM25's weight over z-scores, rrf, or "
             "auto: w tuned by 5-fold cross-validation), e.g. chunk:256:0+best:2+bm25:auto. "
+            "'+rerank:<model>[:N][:w<W>]' last: the N best documents (default 50) reranked by a "
+            "cross-encoder, W the first stage's weight (default 0). "
             "Repeatable (default chunk).",
         ),
     ] = None,

@@ -66,6 +66,17 @@ BestChunks = Annotated[
     ),
 ]
 
+RerankSpec = Annotated[
+    str | None,
+    typer.Option(
+        "--rerank",
+        help="Re-score the first stage's top N documents (default 50, at least -k) with a cross-encoder, "
+        "each on its best passages: MODEL[:N], MODEL a folder (ragidx train --objective rerank makes one) "
+        "or a hub id.",
+        show_default=False,
+    ),
+]
+
 
 def hybrid_fields(value: str) -> dict[str, Any]:
     """``--hybrid rrf|<w>`` as :class:`~ragidx.embed.config.HybridConfig` fields (a one-line

@@ -21,12 +21,21 @@ from rich.table import Table
 from rich.text import Text
 
 from ragidx.cli.console import err, handle_errors, one_line, out
-from ragidx.cli.options import DEFAULT_INDEX, BestChunks, Device, Hybrid, IndexDir, Json, hybrid_fields
+from ragidx.cli.options import (
+    DEFAULT_INDEX,
+    BestChunks,
+    Device,
+    Hybrid,
+    IndexDir,
+    Json,
+    RerankSpec,
+    hybrid_fields,
+)
 from ragidx.cli.threads import Threads, apply_threads
 from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.errors import ConfigError
 from ragidx.search.filters import Filter
-from ragidx.search.options import LexicalWeight, Mode, Per, SearchKwargs, Sentences
+from ragidx.search.options import LexicalWeight, Mode, Per, Rerank, SearchKwargs, Sentences
 from ragidx.search.trec import read_queries, write_run
 
 if TYPE_CHECKING:
@@ -118,6 +127,7 @@ def query_command(
     ] = None,
     hybrid: Hybrid = None,
     best_chunks: BestChunks = None,
+    rerank: RerankSpec = None,
     threads: Threads = None,
     as_json: Json = False,
 ) -> None:
@@ -129,6 +139,10 @@ def query_command(
     another fusion without re-ingesting. Each hybrid hit shows both cosines. --best-chunks N scores
     a chunked document by the mean of its N best chunks (evidence spread over a few passages).
 
+    --rerank MODEL[:N] re-scores the first stage's N best documents (default 50) with a cross-encoder
+    that reads the question and each document's best passages together; each result then shows the
+    passage it preferred, its score, the first stage's rank and score, and the time reranking took.
+
     Each result shows the sentence of its best chunk most similar to the question (bold) and the
     question's words in it (underlined). The words decide when one sentence holds the most of them;
     otherwise the index's model compares the undecided sentences with the question, at most 32
@@ -139,7 +153,8 @@ def query_command(
     ragidx query --queries queries.tsv --run-out run.trec ; ragidx query "bees" --hybrid 0.3 ;
     ragidx query "waggle dance" --mode lexical ; ragidx query "bees" --lexical-weight rrf ;
     ragidx query "bees" --per chunk --where format=markdown ;
-    ragidx query "bees" --where tags=bees --where "year>=2020" --where "source=docs/*.md"
+    ragidx query "bees" --where tags=bees --where "year>=2020" --where "source=docs/*.md" ;
+    ragidx query "how do bees communicate?" --rerank ./my-cross-encoder:50
     """
     if text is None and queries is None:
         raise ConfigError('give a query TEXT or --queries FILE, e.g. ragidx query "how do bees communicate?"')
@@ -149,6 +164,7 @@ def query_command(
     encoder_config = EncoderConfig.model_validate({k: v for k, v in runtime.items() if v is not None})
     fused = None if hybrid is None else HybridConfig.model_validate(hybrid_fields(hybrid))
     accepts = Filter.parse_cli(where or [])  # the filter language: ragidx.search.filters
+    reranking = None if rerank is None else Rerank.parse(rerank)  # a bad N fails before anything loads
     apply_threads(threads)
     from ragidx.index.directory import Index
 
@@ -161,6 +177,7 @@ def query_command(
         "mode": mode,
         "lexical_weight": _lexical_weight(lexical_weight),
         "sentences": "auto" if sentences is None else sentences,  # one question: dense within a budget
+        "rerank": reranking,
     }
     if text is not None:
         with _notes():
@@ -197,6 +214,9 @@ def _table(query: str, results: list[SearchResult]) -> None:
         out.print("no results (the index is empty, or nothing matched --where)")
         return
     title = Text(f"top {len(results)} for: {one_line(query)}")
+    if results[0].rerank is not None:
+        info = results[0].rerank
+        title.append(f"  (reranked by {one_line(info['model'])} in {info['ms']:.0f} ms)", style="dim")
     table = Table(title=title, title_justify="left", expand=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
@@ -218,6 +238,12 @@ def _table(query: str, results: list[SearchResult]) -> None:
         if r.lexical_score is not None:
             dense = "" if r.dense_score is None else f"dense {r.dense_score:.3f}, "
             how += f"\n{dense}bm25 {r.lexical_score:.2f}"
+        if r.rerank is not None:
+            info = r.rerank
+            how += (
+                f"\nrerank {info['score']:.3f}, first stage #{info['first_stage_rank']} "
+                f"{info['first_stage_score']:.3f}"
+            )
         for line in how.split("\n"):
             where.append(f"\n{one_line(line)}", style="dim")
         table.add_row(str(r.rank), f"{r.score:.3f}", where, highlighted(r))

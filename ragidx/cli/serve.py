@@ -20,11 +20,12 @@ from typing import Annotated
 import typer
 
 from ragidx.cli.console import err, handle_errors
-from ragidx.cli.options import DEFAULT_INDEX, ConfigFile, Device, IndexDir
+from ragidx.cli.options import DEFAULT_INDEX, ConfigFile, Device, IndexDir, RerankSpec
 from ragidx.cli.threads import Threads, apply_threads, threads_in_use
 from ragidx.config import RagidxConfig
 from ragidx.embed.config import EncoderConfig
 from ragidx.errors import ConfigError
+from ragidx.search.options import Rerank
 
 NOT_LOCAL = (
     "warning: listening on {host}: anyone who can reach it can search the index, with no TLS and no "
@@ -81,6 +82,7 @@ def serve_command(
         typer.Option("--model", "-m", help="Check that the index was built with this model."),
     ] = None,
     device: Device = None,
+    rerank: RerankSpec = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No access log, warnings only.")] = False,
 ) -> None:
     """Answer searches over HTTP: the index and its model are loaded once, so a query costs
@@ -93,6 +95,9 @@ def serve_command(
     authentication in front (see the README). Every request is bounded (GET /info lists the limits):
     searches run --workers at a time, heavy ones apart; one over --work-budget is refused (422), one
     past --timeout or beyond a full queue is answered 503 with Retry-After.
+
+    --rerank MODEL[:N] reranks every search with a cross-encoder, loaded once at start-up (a request
+    with "rerank": false skips it); reranked searches run in the heavy lane.
 
     Examples:  ragidx serve --index my-index ;  ragidx serve -i my-index --port 9000 --threads 2 ;
     curl -s localhost:8000/search -H 'content-type: application/json' -d '{"text": "bees", "k": 3}'
@@ -124,9 +129,12 @@ def serve_command(
     apply_threads(settings.threads)
     runtime = {"device": device, "model": model}
     encoder_config = EncoderConfig.model_validate({k: v for k, v in runtime.items() if v is not None})
+    reranking = None if rerank is None else Rerank.parse(rerank)
     listener = listen(settings.host, settings.port)  # a taken port fails before the model loads
     try:
-        live = LiveIndex(index, encoder_config=encoder_config, reload_interval=settings.reload_interval)
+        live = LiveIndex(
+            index, encoder_config=encoder_config, reload_interval=settings.reload_interval, rerank=reranking
+        )
     except BaseException:
         listener.close()
         raise

@@ -1,4 +1,5 @@
-"""``ragidx train``: contrastive fine-tuning of an encoder ragidx loads (:mod:`ragidx.train`).
+"""``ragidx train``: contrastive fine-tuning of an encoder ragidx loads, or (``--objective rerank``)
+training a cross-encoder for reranking (:mod:`ragidx.train`).
 
 Flags override the ``[train]`` table of ``--config`` (keys: :class:`ragidx.train.config.TrainConfig`).
 Prints a progress bar with the loss and the time left, and at the end where the model went and how
@@ -37,6 +38,21 @@ def train_command(
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Start from this encoder (default: 'default').")
     ] = None,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            help="embed: a bi-encoder (the default) | rerank: a cross-encoder, one score per query-passage "
+            "pair (sentence-transformers' CrossEncoder)."
+        ),
+    ] = None,
+    rerank_loss: Annotated[
+        str | None,
+        typer.Option(
+            "--rerank-loss",
+            help="With --objective rerank: bce (positives 1, hard negatives 0; the default) | mnrl "
+            "(listwise, in-batch and hard negatives).",
+        ),
+    ] = None,
     pooling: Annotated[str | None, typer.Option(help="mean | cls | lmk (landmark pooling).")] = None,
     landmark_every: Annotated[
         str | None, typer.Option("--landmark-every", help="LMK granularity g, or 'variable' (32/64/128/256).")
@@ -58,7 +74,10 @@ def train_command(
     ] = None,
     document_tokens: Annotated[
         int | None,
-        typer.Option("--document-tokens", help="Cut positives and negatives to this (default: window)."),
+        typer.Option(
+            "--document-tokens",
+            help="Cut positives and negatives to this (default: window); rerank: the query-passage pair.",
+        ),
     ] = None,
     learning_rate: Annotated[
         float | None, typer.Option("--lr", help="Learning rate (2e-5; 5e-4 with --positions pi).")
@@ -80,10 +99,13 @@ def train_command(
     per long document works better: mean, CLS or landmark (LMK) pooling, and position tuning for
     APE models (only the rows PI adds learn; inputs within the original window embed exactly as
     before). The result is a sentence-transformers folder that --model takes anywhere in ragidx.
+    With --objective rerank it trains a cross-encoder instead, from the same pairs and mined
+    negatives: a folder sentence_transformers.CrossEncoder loads, for reranking.
 
     Examples:  ragidx train pairs.jsonl -o my-model --pooling lmk --landmark-every variable ;
     ragidx train ./docs -o my-model --steps 300 ;  ragidx train pairs.jsonl -o my-model-4k
-    --positions pi --target-length 4096 ;  then  ragidx ingest ./docs --model my-model
+    --positions pi --target-length 4096 ;  then  ragidx ingest ./docs --model my-model ;
+    ragidx train pairs.jsonl -o my-reranker --objective rerank
     """
     from ragidx.config import describe_problems
     from ragidx.train.config import TrainConfig
@@ -91,6 +113,8 @@ def train_command(
 
     flags = {
         "model": model,
+        "objective": objective,
+        "rerank_loss": rerank_loss,
         "pooling": pooling,
         "landmark_every": _granularity(landmark_every),
         "positions": positions,
@@ -133,6 +157,7 @@ def train_command(
             train_config, data, output, resume=resume, overwrite=overwrite, on_step=step, on_status=status
         )
     summary = {
+        "objective": train_config.objective,
         "model": str(result.output),
         "record": str(result.record),
         "steps": result.steps,
@@ -149,7 +174,11 @@ def train_command(
         f"(loss {summary['first_loss']} → {summary['last_loss']}); model in {plain(str(result.output))}",
         highlight=False,
     )
-    out.print(f"use it:  ragidx ingest ./docs --model {plain(str(result.output))}", highlight=False)
+    folder = plain(str(result.output))
+    if train_config.objective == "rerank":
+        out.print(f"use it:  sentence_transformers.CrossEncoder({folder!r}).predict(pairs)", highlight=False)
+    else:
+        out.print(f"use it:  ragidx ingest ./docs --model {folder}", highlight=False)
 
 
 def _granularity(value: str | None) -> int | str | None:

@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -89,9 +89,15 @@ class Encoder:
     ):
         self.config = config or EncoderConfig()
         self.folder = folder or resolve_model(self.config.model, self.config.revision)
-        onnx_auto = self.config.backend == "onnx" and self.config.device == "auto"
-        self.device = _pick_device("cpu" if onnx_auto else self.config.device)
-        self.dtype = _pick_dtype(self.config.dtype, self.device, self.config.backend)
+        # a ready ONNX graph without torch weights runs on ONNX Runtime alone (ragidx.embed.onnx)
+        ready = self.folder.onnx_ready
+        if ready:
+            from ragidx.embed.onnx import check_ready
+
+            check_ready(self.folder, self.config, extension)
+        onnx_auto = (self.config.backend == "onnx" or ready) and self.config.device == "auto"
+        self.device = pick_device("cpu" if onnx_auto else self.config.device)
+        self.dtype = pick_dtype(self.config.dtype, self.device, "onnx" if ready else self.config.backend)
         # CPU: small batches keep attention and matmuls in cache (about 20% faster than 16k tokens,
         # see benchmarks/README.md); GPU: large batches fill the device.
         self.max_batch_tokens = self.config.max_batch_tokens or (
@@ -138,7 +144,7 @@ class Encoder:
         self.pad_id = int(pad if pad is not None else 0)
         self.native_window = _native_window(self.model.config, self.tokenizer, model_type)
         self.window_size = self.config.max_length or self.native_window
-        if self.window_size > self.native_window and _has_position_table(self.model):
+        if self.window_size > self.native_window and (ready or _has_position_table(self.model)):
             raise ModelError(
                 f"{self.folder.name}: max_length {self.window_size} exceeds the model's "
                 f"{self.native_window} learned positions; use a long-document policy instead"
@@ -152,7 +158,11 @@ class Encoder:
         self.tuned_positions = self.folder.tuned_positions
         # backend onnx: ONNX Runtime for windows the model's own window holds (ragidx.embed.onnx)
         self.onnx: OnnxModel | None = None
-        if self.config.backend == "onnx":
+        if ready:
+            from ragidx.embed.onnx import OnnxModel
+
+            self.onnx = OnnxModel.ready(self.folder, self.config.dtype, self.hidden_size)
+        elif self.config.backend == "onnx":
             from ragidx.embed.onnx import OnnxModel
 
             precision: OnnxPrecision = "int8" if self.config.dtype == "int8" else "float32"
@@ -659,7 +669,7 @@ class _HostCopy:
         return self.host.numpy().copy()
 
 
-PARALLEL_TOKENIZE_CHARS = 1 << 16  # characters per tokenizer thread at least
+PARALLEL_TOKENIZE_CHARS = 1 << 14  # characters per tokenizer thread at least (a 128k prefetch group: 8)
 
 
 def _encode_batch(backend: Any, inputs: list[str]) -> list[Any]:
@@ -747,7 +757,8 @@ def _sentence_budget(room: int, sentence_ends: Sequence[int], n_tokens: int) -> 
     return low
 
 
-def _pick_device(name: str) -> torch.device:
+def pick_device(name: str) -> torch.device:
+    """The device a setting names (``auto``: CUDA when there is one); one error line otherwise."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -758,7 +769,7 @@ def _pick_device(name: str) -> torch.device:
         raise ModelError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N") from exc
 
 
-def _pick_dtype(name: str, device: torch.device, backend: str = "torch") -> torch.dtype:
+def pick_dtype(name: str, device: torch.device, backend: str = "torch") -> torch.dtype:
     """The torch model's dtype; backend onnx keeps a float32 torch model for the windows it leaves
     to torch, and runs ``int8`` itself."""
     if backend == "onnx":
@@ -797,6 +808,10 @@ def _load(
             path, trust_remote_code=trust_remote_code
         )
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+        if folder.onnx_ready:  # no torch weights: a stand-in holding the config (ragidx.embed.onnx)
+            from ragidx.embed.onnx import ReadyGraph
+
+            return tokenizer, cast("PreTrainedModel", ReadyGraph(folder, config))
         kwargs: dict[str, object] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
         if config.model_type in _POOLER_MODELS:
             kwargs["add_pooling_layer"] = False  # sentence embedders never use the BERT pooler

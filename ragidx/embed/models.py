@@ -13,6 +13,10 @@
 It then reads the sentence-transformers modules (``modules.json``): the Transformer folder, the
 Pooling config, Dense layers, Normalize, and the query/document prompts. Plain transformers folders
 work too (mean pooling, no prompts, unless the config says otherwise).
+
+A folder whose transformer has no torch weights but a ready ONNX graph (:data:`READY_ONNX_GRAPHS`,
+e.g. ``pipelines/fetch_bge_small_onnx.py``'s bge-small-en-v1.5 int8) is :attr:`ModelFolder.onnx_ready`:
+the encoder runs it on ONNX Runtime (``ragidx.embed.onnx``), and its fingerprint hashes the graph.
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ DEFAULT_MODEL = "default"
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-
 class ModelPathError(ModelError):
     """The model setting names a path that is no model folder (missing, a file, no config.json):
     a setting to fix, so the CLI exits with the invalid-settings status, 2."""
@@ -46,6 +49,19 @@ class ModelPathError(ModelError):
 # Weight formats ragidx never loads: skipped when downloading from the hub.
 _HUB_IGNORE = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.tflite", "*.gguf"]
 _SAMPLE = 1 << 20  # bytes hashed per sampled block of a weight file
+# Torch weights of a transformer folder (one file or a sharded index) and the ready ONNX graphs
+# ragidx runs when there are none, in the order it picks them (ONNX Runtime / optimum names, the
+# sentence-transformers onnx/ subfolder)
+TORCH_WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+READY_ONNX_GRAPHS = ("model.onnx", "model_quantized.onnx", "onnx/model.onnx", "onnx/model_quantized.onnx")
+# Folded into a ready graph's fingerprint: bump when how ragidx runs one changes its vectors, so that
+# cached vectors and indexes of the older runs are not mixed with new ones (1: int8 windows run alone)
+READY_RECIPE = 1
 # sentence-transformers Dense activations → torch.nn class names
 _ACTIVATIONS = {"identity": "Identity", "tanh": "Tanh", "relu": "ReLU", "gelu": "GELU", "sigmoid": "Sigmoid"}
 
@@ -125,6 +141,21 @@ class ModelFolder:
         return TunedPositions.read(self.transformer_path)
 
     @property
+    def onnx_graphs(self) -> list[Path]:
+        """The ready ONNX graphs beside the transformer's config (:data:`READY_ONNX_GRAPHS`, in order)."""
+        return [
+            self.transformer_path / name
+            for name in READY_ONNX_GRAPHS
+            if (self.transformer_path / name).is_file()
+        ]
+
+    @property
+    def onnx_ready(self) -> bool:
+        """True for a folder holding a ready ONNX graph and no torch weights: only ONNX Runtime runs it."""
+        has_torch = any((self.transformer_path / name).is_file() for name in TORCH_WEIGHTS)
+        return not has_torch and bool(self.onnx_graphs)
+
+    @property
     def query_prompt(self) -> str:
         return self.prompts.get("query", "")
 
@@ -138,13 +169,18 @@ class ModelFolder:
     def fingerprint(self) -> str:
         """Identity of the weights: the config, and each weight file's name, size and three
         sampled 1 MiB blocks (start, middle, end): different weights of the same shape differ,
-        and even a 1 GB model costs milliseconds."""
+        and even a 1 GB model costs milliseconds. An :attr:`onnx_ready` folder's ``.onnx`` graphs
+        are its weights (other folders' ``.onnx`` files are left out, so their fingerprints stay)."""
         digest = hashlib.sha256()
         config = self.transformer_path / "config.json"
         if config.is_file():
             digest.update(config.read_bytes())
+        suffixes: tuple[str, ...] = (".safetensors", ".bin")
+        if self.onnx_ready:
+            suffixes += (".onnx",)
+            digest.update(f"ready-onnx-r{READY_RECIPE}".encode())
         for weights in sorted(self.path.rglob("*")):
-            if weights.suffix in (".safetensors", ".bin") and weights.is_file():
+            if weights.suffix in suffixes and weights.is_file():
                 size = weights.stat().st_size
                 digest.update(f"{weights.relative_to(self.path).as_posix()}:{size}".encode())
                 with open(weights, "rb") as handle:

@@ -26,6 +26,17 @@ Two precisions:
   layer's feed-forward down-projection (intermediate → hidden, whose input after GELU has the
   widest range); see :func:`quantize` and benchmarks/README.md (``cpu_backends.py``).
 
+A folder holding a **ready ONNX graph** and no torch weights (``ModelFolder.onnx_ready``: its
+``model.onnx`` or ``model_quantized.onnx``, e.g. bge-small-en-v1.5 int8 from
+``pipelines/fetch_bge_small_onnx.py``) runs on ONNX Runtime alone, whatever ``backend`` says:
+:meth:`OnnxModel.ready` opens the graph as it is (its precision is read from its operators:
+quantized ones make it ``int8``), the tokenizer, pooling, Dense layers, prompts and normalisation
+come from the folder as for any model, and the encoder's torch model is a :class:`ReadyGraph`
+stand-in holding only the transformers config. What needs torch weights fails with one line
+(:func:`check_ready`, :class:`ReadyGraph`): context extension and TempScale, windows longer than the
+graph's positions, a CUDA device (ragidx runs ONNX Runtime's CPU provider), bfloat16 or float16,
+and any torch forward pass (training, probes).
+
 Needs the ``onnx`` extra (``onnxruntime`` and ``onnx``); loading without it is a one-line
 :class:`~ragidx.errors.ModelError` naming it.
 """
@@ -48,8 +59,9 @@ import torch
 from ragidx.errors import ModelError
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedConfig, PreTrainedModel
 
+    from ragidx.embed.config import EncoderConfig, ExtensionConfig
     from ragidx.embed.models import ModelFolder
 
 OnnxPrecision = Literal["float32", "int8"]
@@ -59,6 +71,23 @@ RECIPE = 2
 CACHE_ENV = "RAGIDX_ONNX_CACHE"
 INSTALL_HINT = "pip install 'ragidx[onnx]' (onnxruntime and onnx), or use backend torch"
 _OPSET = 17
+# What a ready graph may take (ragidx feeds these) and give (token states, batch × sequence × hidden)
+READY_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+READY_OUTPUTS = ("last_hidden_state", "token_embeddings")
+# Operators only a quantized graph holds: a ready graph with any of them is int8
+_QUANTIZED_OPS = frozenset(
+    {
+        "MatMulInteger",
+        "DynamicQuantizeLinear",
+        "DynamicQuantizeMatMul",
+        "QLinearMatMul",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "QAttention",
+        "QGemm",
+        "MatMulNBits",
+    }
+)
 
 
 def cache_key(folder: ModelFolder, model: torch.nn.Module) -> str:
@@ -100,8 +129,15 @@ class OnnxModel:
         options.log_severity_level = 3  # errors only
         self.path = path
         self.precision: OnnxPrecision = precision
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ONNX Runtime raises its own types; one line names the file
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ModelError(f"{path}: ONNX Runtime cannot load this graph ({why})") from exc
         self.inputs = {i.name for i in self.session.get_inputs()}
+        self.output = "last_hidden_state"
+        # run each window alone, without padding (a ready int8 graph: see __call__)
+        self.rows_alone = False
 
     @classmethod
     def load(
@@ -122,13 +158,144 @@ class OnnxModel:
                 quantize(exported, path, int(getattr(model.config, "intermediate_size", 0) or 0))
         return cls(path, precision)
 
+    @classmethod
+    def ready(cls, folder: ModelFolder, dtype: str, hidden_size: int) -> OnnxModel:
+        """The session over an ``onnx_ready`` folder's own graph: the first of its graphs
+        (``ModelFolder.onnx_graphs``) whose precision ``dtype`` asks for (``auto``: the first).
+        The graph must take ``input_ids`` and ``attention_mask`` (``token_type_ids`` optional)
+        and give ``last_hidden_state`` (or ``token_embeddings``) of ``hidden_size``."""
+        _onnxruntime()
+        graphs = folder.onnx_graphs
+        found = {path: graph_precision(path) for path in graphs}
+        chosen = [path for path in graphs if dtype in ("auto", found[path])]
+        if not chosen:
+            have = ", ".join(f"{p.relative_to(folder.transformer_path)} ({found[p]})" for p in graphs)
+            raise ModelError(f"{folder.name}: no {dtype} ONNX graph (it holds {have}); use --dtype auto")
+        session = cls(chosen[0], found[chosen[0]])
+        session.check_ready(hidden_size)
+        session.rows_alone = session.precision == "int8"
+        return session
+
+    def check_ready(self, hidden_size: int) -> None:
+        """A one-line :class:`ModelError` unless the graph's inputs and outputs are ones ragidx feeds
+        and reads (see :meth:`ready`); picks the output it reads."""
+        unknown = sorted(self.inputs - set(READY_INPUTS))
+        missing = [name for name in READY_INPUTS[:2] if name not in self.inputs]
+        if unknown or missing:
+            what = f"takes {', '.join(unknown)}" if unknown else f"lacks {', '.join(missing)}"
+            raise ModelError(
+                f"{self.path}: the graph {what}; ragidx feeds input_ids, attention_mask and token_type_ids"
+            )
+        outputs = {o.name: o.shape for o in self.session.get_outputs()}
+        names = [name for name in READY_OUTPUTS if name in outputs and len(outputs[name]) == 3]
+        if not names:
+            raise ModelError(
+                f"{self.path}: no token-state output (has {', '.join(outputs)}); "
+                f"ragidx reads {' or '.join(READY_OUTPUTS)} (batch × sequence × hidden)"
+            )
+        self.output = names[0]
+        width = outputs[self.output][2]
+        if isinstance(width, int) and width != hidden_size:
+            raise ModelError(
+                f"{self.path}: {self.output} has width {width}, config.json says hidden_size {hidden_size}"
+            )
+
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Final hidden states of right-padded windows (zeros at padding when :attr:`rows_alone`).
+
+        A dynamically quantized graph scales each activation by its whole input tensor, padding
+        and batch mates included, so its vector of a window would move with the batch the window
+        happened to be in (min cosine 0.991 on bge-small int8, passkey 512 Acc@1 52 vs 62): a
+        ready int8 graph therefore runs each window alone, unpadded, and gives every window the
+        vector a direct one-window run gives (as fast on a CPU: 2.5k tokens/s either way)."""
         ids = input_ids.cpu().numpy().astype(np.int64, copy=False)
-        feed = {"input_ids": ids, "attention_mask": attention_mask.cpu().numpy().astype(np.int64, copy=False)}
+        mask = attention_mask.cpu().numpy().astype(np.int64, copy=False)
+        if not self.rows_alone or (len(ids) == 1 and bool(mask.all())):
+            return torch.from_numpy(self._run(ids, mask))
+        lengths = mask.sum(axis=1)
+        rows = [
+            self._run(ids[i : i + 1, : lengths[i]], mask[i : i + 1, : lengths[i]]) for i in range(len(ids))
+        ]
+        out = np.zeros((len(ids), ids.shape[1], rows[0].shape[-1]), dtype=np.float32)
+        for i, row in enumerate(rows):
+            out[i, : lengths[i]] = row[0]
+        return torch.from_numpy(out)
+
+    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        (hidden,) = self.session.run(["last_hidden_state"], feed)
-        return torch.from_numpy(np.asarray(hidden, dtype=np.float32))
+        (hidden,) = self.session.run([self.output], feed)
+        return np.asarray(hidden, dtype=np.float32)
+
+
+def graph_precision(path: Path) -> OnnxPrecision:
+    """``int8`` for a graph holding quantized operators (:data:`_QUANTIZED_OPS`), else ``float32``."""
+    onnx = _onnx()
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as exc:  # protobuf's DecodeError and friends: one line names the file
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelError(f"{path}: not a readable ONNX graph ({why})") from exc
+    ops = {node.op_type for node in graph.node}
+    return "int8" if ops & _QUANTIZED_OPS else "float32"
+
+
+class ReadyGraph(torch.nn.Module):
+    """The encoder's torch model for an ``onnx_ready`` folder: the transformers config (window,
+    hidden size, model type, which the encoder reads) and no weights. ONNX Runtime computes every
+    vector; a torch forward pass (training, probes) is a one-line :class:`ModelError`."""
+
+    def __init__(self, folder: ModelFolder, config: PreTrainedConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.name = folder.name
+        graphs = folder.onnx_graphs
+        self.graph = graphs[0].name if graphs else "an ONNX graph"
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        raise ModelError(
+            f"{self.name}: holds only a ready ONNX graph ({self.graph}), no torch weights: it embeds "
+            "on ONNX Runtime, but training, probes and context extension need a folder with the weights"
+        )
+
+
+def check_ready(folder: ModelFolder, config: EncoderConfig, extension: ExtensionConfig | None) -> None:
+    """A one-line :class:`ModelError` for a setting an ``onnx_ready`` folder cannot run: a device
+    other than the CPU, a torch dtype, context extension or TempScale (see the module docstring)."""
+    graph = folder.onnx_graphs[0].name
+    if config.device not in ("auto", "cpu"):
+        try:
+            import onnxruntime
+
+            cuda = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+        except ImportError:
+            cuda = False
+        why = (
+            "ragidx runs ready ONNX graphs on ONNX Runtime's CPU provider only"
+            if cuda
+            else "this onnxruntime has no CUDA execution provider"
+        )
+        raise ModelError(
+            f"{folder.name}: holds only an ONNX graph ({graph}) and {why}; use --device cpu (or auto)"
+        )
+    if config.dtype not in ("auto", "float32", "int8"):
+        raise ModelError(
+            f"{folder.name}: holds only an ONNX graph ({graph}), which runs at its own precision, "
+            f"not {config.dtype}; use --dtype auto"
+        )
+    if extension is not None and (extension.method != "none" or extension.uses_tau):
+        what = f"context extension ({extension.method})" if extension.method != "none" else "TempScale"
+        raise ModelError(
+            f"{folder.name}: holds only an ONNX graph ({graph}), which runs windows within its "
+            f"positions: {what} needs the torch weights; use chunk or pcw for long documents"
+        )
 
 
 class _Transformer(torch.nn.Module):

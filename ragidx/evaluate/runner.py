@@ -7,7 +7,10 @@ task's groups through the cache (:mod:`ragidx.evaluate.embedding`), ranks the do
 nothing and ``+bm25:…`` fuses BM25 in, with each group's BM25 computed once per run
 (:mod:`ragidx.evaluate.lexical`). A selection
 (``--select A,B,C``) is scored by :func:`select_one` from its candidates' runs: each query fold
-ranked by the candidate chosen on the other folds (:mod:`ragidx.evaluate.selection`).
+ranked by the candidate chosen on the other folds (:mod:`ragidx.evaluate.selection`). A strategy
+ending in ``+rerank:…`` is scored by :func:`rerank_one` from its first stage's record and run file
+(the first stage evaluated first, as a record of its own): its top N documents per query re-scored
+by a cross-encoder (:mod:`ragidx.evaluate.rerank`).
 Records already in the output folder's ``results.json`` are skipped
 (:class:`~ragidx.evaluate.grid.Records`), and embeddings are cached on disk per document
 (:mod:`ragidx.embed.cache`), so an interrupted or extended grid resumes without recomputing.
@@ -49,6 +52,7 @@ from ragidx.evaluate.report import (
     read_results,
     write_results,
 )
+from ragidx.evaluate.rerank import RerankCache, RerankStage, RerankStats, rerank_settings
 from ragidx.evaluate.scoring import TOP_K, LexicalFusion, bm25_rankings, rank
 from ragidx.evaluate.selection import cross_validated_rankings
 from ragidx.evaluate.tasks import Task, TaskGroup, load_task
@@ -60,7 +64,7 @@ from ragidx.strategy import Strategy, parse
 if TYPE_CHECKING:
     from ragidx.embed.encoder import Encoder
 
-__all__ = ["evaluate_one", "run_grid", "select_one"]
+__all__ = ["evaluate_one", "rerank_one", "run_grid", "select_one"]
 
 
 def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str | None = None) -> EvalResults:
@@ -81,6 +85,7 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
     strategies = [parse(s) for s in grid.strategies]
     records = Records(results, out, grid, progress)
     lexical = LexicalScores()
+    reranking = RerankCache()
 
     def evaluation(
         task: Task, model: str, strategy: Strategy, length: int | None
@@ -99,6 +104,18 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
             lexical=lexical,
         )
 
+    def ensure(
+        task: Task, fingerprint: str, model: str, strategy: Strategy, length: int | None
+    ) -> EvalRecord:
+        """The record of ``strategy`` (``+rerank:…``: its first stage's record first, then its own)."""
+        key = records.key(task, fingerprint, strategy.spec, length)
+        if not strategy.reranked:
+            return records.ensure(key, evaluation(task, model, strategy, length))
+        first = ensure(task, fingerprint, model, strategy.first_stage, length)
+        stage = functools.partial(RerankStage, rerank_settings(strategy, grid.batch_size), reranking)
+        make = functools.partial(rerank_one, task, strategy, first, out, stage, grid, progress)
+        return records.ensure(key, make)
+
     for model in grid.models:
         base, _ = encoders.get(model, {}, ExtensionConfig())
         fingerprint = base.folder.fingerprint()
@@ -112,18 +129,14 @@ def run_grid(grid: EvalGrid, progress: EvalProgress | None = None, command: str 
         for task in tasks:
             for strategy in strategies:
                 for length in max_lengths_for(strategy, grid.max_lengths):
-                    records.ensure(
-                        records.key(task, fingerprint, strategy.spec, length),
-                        evaluation(task, model, strategy, length),
-                    )
+                    ensure(task, fingerprint, model, strategy, length)
             for specs in grid.selections:
                 label = SELECT + "|".join(specs)
                 for max_length in dict.fromkeys(grid.max_lengths):
                     candidates = []
                     for candidate in map(parse, specs):
                         length = max_lengths_for(candidate, [max_length])[0]
-                        key = records.key(task, fingerprint, candidate.spec, length)
-                        candidates.append(records.ensure(key, evaluation(task, model, candidate, length)))
+                        candidates.append(ensure(task, fingerprint, model, candidate, length))
                     key = records.key(task, fingerprint, label, max_length)
                     records.ensure(
                         key, functools.partial(select_one, task, label, max_length, candidates, out)
@@ -151,6 +164,8 @@ def evaluate_one(
 ) -> EvalRecord:
     """One record: every group of ``task`` embedded, searched and scored; the TREC run written.
     ``lexical``: the run's BM25 scores (``bm25``, ``+bm25:…``; default: computed here)."""
+    if strategy.reranked:
+        raise ValueError(f"strategy {strategy.spec}: a reranked strategy's record is made by rerank_one")
     if strategy.lexical_only:
         return _evaluate_bm25(task, model, strategy, encoders, out, seed, progress, lexical)
     started = time.perf_counter()
@@ -352,6 +367,68 @@ def _lexical_parameters(strategy: Strategy, lexical: LexicalScores) -> dict[str,
         "documents": "whole",
         **settings,
     }
+
+
+def rerank_one(
+    task: Task,
+    strategy: Strategy,
+    first: EvalRecord,
+    out: Path,
+    stage: Callable[..., RerankStage],
+    grid: EvalGrid,
+    progress: EvalProgress,
+) -> EvalRecord:
+    """A ``+rerank:…`` record: per group, each query's top N documents in ``first`` (the first
+    stage's record) reranked from its run file by the cross-encoder (``stage(device, dtype)``
+    loads it; :mod:`ragidx.evaluate.rerank`); nothing is embedded. The record keeps the first
+    stage's metrics and what reranking cost (``parameters["first_stage"]``, ``["rerank"]``)."""
+    started = time.perf_counter()
+    reranker = stage(grid.device, grid.dtype)
+    run = read_run_file(out / first.run_file)
+    run_path = run_file(out, task, strategy.spec, first.max_length, first.model)
+    temporary = run_path.with_name(f".{run_path.name}.tmp")
+    stats = RerankStats()
+    groups: list[GroupScore] = []
+    empty_allowed = strategy.first_stage.lexical_only
+    with open_run(temporary, compress=True) as handle:
+        for group in task.groups:
+            ranked = reranker.group(group, run, first.strategy, stats, progress, empty_allowed)
+            modes = next((g.embed_modes for g in first.groups if g.group == group.name), {})
+            groups.append(_write_and_score(handle, group, ranked, file_part(strategy.spec), modes))
+    temporary.replace(run_path)
+    means = {k: sum(g.metrics[k] for g in groups) / len(groups) for k in groups[0].metrics}
+    settings = reranker.settings
+    rerank = {
+        "model": portable(settings.model),
+        "top_n": settings.top_n,
+        "weight": settings.weight,
+        "passages": settings.passages,
+        "batch_size": settings.batch_size,
+        "device": reranker.device,
+        "dtype": reranker.dtype,
+        **stats.summary(),
+    }
+    first_stage = {
+        "strategy": first.strategy,
+        "score": first.score,
+        "metrics": first.metrics,
+        "groups": {g.group: g.metrics for g in first.groups},
+        "seconds": first.timing.seconds,
+        "run_file": first.run_file,
+    }
+    return first.model_copy(
+        update={
+            "score": means[task.main_metric],
+            "metrics": means,
+            "groups": groups,
+            "strategy": strategy.spec,
+            "parameters": {**first.parameters, "first_stage": first_stage, "rerank": rerank},
+            "timing": _nothing_embedded(started),
+            "ragidx_version": __version__,
+            "created": now().isoformat(),
+            "run_file": str(run_path.relative_to(out)),
+        }
+    )
 
 
 def select_one(

@@ -294,8 +294,9 @@ class Index:
         A chunked document scores by its best chunk, or by the mean of its ``best_chunks`` best
         (default: the manifest's ``best_chunks``). ``mode``: ``dense``, ``lexical`` (BM25) or
         ``hybrid`` (both fused; the default where the index has a lexical index), with
-        ``lexical_weight`` (or ``"rrf"``) overriding the manifest's. See
-        :class:`~ragidx.search.options.SearchOptions`."""
+        ``lexical_weight`` (or ``"rrf"``) overriding the manifest's. ``rerank``: a cross-encoder
+        re-scores the first stage's best documents on their best passages (``"MODEL:N"`` or a
+        ``Rerank``; ``ragidx.search.rerank``). See :class:`~ragidx.search.options.SearchOptions`."""
         return self.search_many([query], k, **options)[0]
 
     def search_many(

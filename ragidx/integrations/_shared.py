@@ -66,7 +66,8 @@ def passage_bounds(
 def result_metadata(result: SearchResult, start: int, end: int) -> dict[str, Any]:
     """The metadata of a result handing over ``text[start:end]``: the document's own metadata, then
     the search's keys (over any of the same name); a hybrid index adds ``document_score`` and
-    ``chunk_score``, modes hybrid and lexical ``dense_score`` and ``lexical_score``."""
+    ``chunk_score``, modes hybrid and lexical ``dense_score`` and ``lexical_score``, a reranked search
+    ``rerank`` (``ragidx.search.rerank.RerankInfo``)."""
     metadata = {
         **result.metadata,
         "doc_id": result.doc_id,
@@ -88,6 +89,8 @@ def result_metadata(result: SearchResult, start: int, end: int) -> dict[str, Any
     for key in ("dense_score", "lexical_score"):  # modes hybrid and lexical: each signal's score
         if getattr(result, key) is not None:
             metadata[key] = getattr(result, key)
+    if result.rerank is not None:  # reranked: the cross-encoder's score, first stage, passage, time
+        metadata["rerank"] = dict(result.rerank)
     return metadata
 
 

@@ -6,13 +6,18 @@ A document embedded as one vector has no chunk: its passage is its whole text wh
 ``1.5 × PASSAGE_CHARS`` characters, else the whole sentences around the sentence that matched, about
 ``PASSAGE_CHARS`` (:func:`passage_span`). :func:`with_context` widens a passage by its neighbouring
 chunks (or, without chunks, by as many more windows of sentences) on each side.
+:func:`ranked_chunks` orders a document's chunks by the first stage (the passages a reranker reads:
+``ragidx.search.rerank``).
 
 Spans are character offsets into the document's stored text: ``text[start:end]`` is the passage.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ragidx.search.snippets import PASSAGE_CHARS, Match, Span, Terms, sentences, window
 
@@ -44,6 +49,32 @@ def lexical_chunk(index: Index, doc_id: str, text: str, terms: Terms) -> VectorR
         return len(frozenset().union(*inside)), len(inside), -record.ordinal
 
     return max(records, key=score)
+
+
+def ranked_chunks(
+    records: Sequence[VectorRecord], text: str, terms: Terms, cosines: np.ndarray | None = None
+) -> list[int]:
+    """The positions of a document's chunks, best first by the first stage: the dense order (highest
+    ``cosines`` with the query, when given) and the lexical one (most distinct query terms, then
+    occurrences; chunks without a query term left out) interleaved, dense first, each chunk once,
+    then the remaining chunks in document order."""
+    marks = terms.spans(text)
+    found = []
+    for record in records:
+        inside = [f for (lo, hi), f in marks if record.char_start <= lo and hi <= record.char_end]
+        found.append((len(frozenset().union(*inside)), len(inside)))
+    lexical = sorted(
+        (i for i in range(len(records)) if found[i][0]), key=lambda i: (-found[i][0], -found[i][1], i)
+    )
+    dense = [] if cosines is None else [int(i) for i in np.argsort(-np.asarray(cosines), kind="stable")]
+    order: dict[int, None] = {}
+    for at in range(max(len(dense), len(lexical))):
+        for side in (dense, lexical):
+            if at < len(side):
+                order.setdefault(side[at])
+    for i in sorted(range(len(records)), key=lambda i: records[i].ordinal):
+        order.setdefault(i)
+    return list(order)
 
 
 def passage_span(text: str, chunk: Span | None, found: Match | None) -> Span:

@@ -32,13 +32,21 @@ BM25, each candidate's exact dense score (from its stored vectors, as the dense 
 and exact BM25 are fused by :func:`ragidx.search.fusion.fuse_lexical`, and every result carries
 both scores. A query with no searchable word (only stop words or punctuation) is ranked by the
 vectors alone, with a :class:`SearchNote` warning saying so.
+
+With ``rerank`` (:class:`~ragidx.search.options.Rerank`) the first stage above ranks at least
+``top_n`` documents, and a cross-encoder (``ragidx.search.rerank``) re-scores them on their best
+passages (a chunked document's chunks in the order :func:`~ragidx.search.passages.ranked_chunks`
+gives: its chunk cosines with the query and its query words); the ``k`` best are returned, each with
+the passage the cross-encoder preferred as its passage (and the region its snippet is taken from),
+and ``rerank`` saying how it was scored.
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,11 +55,24 @@ from ragidx.embed.config import HybridConfig
 from ragidx.errors import ConfigError
 from ragidx.search.filters import Predicate, as_predicate
 from ragidx.search.fusion import best_mean, fuse, fuse_lexical
-from ragidx.search.options import Mode, Per, SearchOptions
-from ragidx.search.passages import lexical_chunk, passage_span
-from ragidx.search.snippets import DENSE_BUDGET, MatchInfo, Region, Terms, describe, match, render
+from ragidx.search.options import Mode, Per, Rerank, SearchOptions
+from ragidx.search.passages import chunks, lexical_chunk, passage_span, ranked_chunks
+from ragidx.search.rerank import Candidate, RerankInfo
+from ragidx.search.snippets import (
+    DENSE_BUDGET,
+    MatchInfo,
+    Region,
+    Shared,
+    Span,
+    Terms,
+    describe,
+    match,
+    render,
+)
 
 if TYPE_CHECKING:
+    import torch
+
     from ragidx.index.directory import Index
     from ragidx.index.lexical import LexicalIndex
     from ragidx.index.store import DocumentRecord, VectorRecord
@@ -85,12 +106,13 @@ class SearchResult:
     chunk_score: float | None = None  # hybrid: the best chunk's cosine
     dense_score: float | None = None  # mode hybrid: the dense score (score is the fused one)
     lexical_score: float | None = None  # modes lexical and hybrid: BM25
+    rerank: RerankInfo | None = None  # reranked: the cross-encoder's score, passage, time (score: the final)
 
     def to_dict(self, with_text: bool = False) -> dict[str, Any]:
-        data = asdict(self)
+        data = {key.name: _copied(getattr(self, key.name)) for key in fields(self)}  # as asdict, faster
         if not with_text:
             data.pop("text")
-        for key in ("document_score", "chunk_score", "dense_score", "lexical_score"):  # when known
+        for key in ("document_score", "chunk_score", "dense_score", "lexical_score", "rerank"):  # when known
             if data[key] is None:
                 data.pop(key)
         return data
@@ -105,6 +127,16 @@ class SearchResult:
         if self.chunk is not None and self.chunk["char_start"] >= 0:
             return self.text[self.chunk["char_start"] : self.chunk["char_end"]]
         return self.text
+
+
+@dataclass(frozen=True)
+class Preferred:
+    """A reranked hit's passage: the span the cross-encoder preferred, the chunk holding it (None: a
+    document without chunks) and what the reranking recorded."""
+
+    span: Span
+    record: VectorRecord | None
+    info: RerankInfo
 
 
 class SearchNote(UserWarning):
@@ -131,6 +163,7 @@ class Retriever:
 
     def __init__(self, index: Index):
         self.index = index
+        self._doc_ids: dict[int, str] = {}  # vector id → its document's (a vector id is never reused)
 
     def search_many(
         self, queries: Sequence[str], k: int = 10, options: SearchOptions | None = None
@@ -167,24 +200,100 @@ class Retriever:
         """``embedded``: the index's encoder made ``vectors`` from ``queries`` (:meth:`search_many`)."""
         options = replace(options, where=as_predicate(options.where))  # a mapping parsed once
         mode = self.mode(options)
+        rerank = None if options.rerank is None else Rerank.of(options.rerank)
+        depth = k if rerank is None else max(k, rerank.top_n)  # the first stage's documents
         if mode == "dense":
             assert vectors is not None
-            hits = self.hits(vectors, k, options)
+            hits = self.hits(vectors, depth, options)
         else:
+            batched = self._dense_candidates(mode, queries, vectors, depth, options)  # one FAISS search
             hits = [
-                self._with_lexical(mode, q, None if vectors is None else vectors[i], k, options)
+                self._with_lexical(
+                    mode, q, None if vectors is None else vectors[i], depth, options, batched.get(i)
+                )
                 for i, q in enumerate(queries)
             ]
+        preferred: list[list[Preferred] | None] = [None] * len(queries)
+        if rerank is not None:
+            for i, query in enumerate(queries):
+                vector = None if vectors is None else vectors[i]
+                hits[i], preferred[i] = self._rerank(query, vector, hits[i], k, rerank, options.per)
         if options.sentences == "auto":  # see SearchOptions.sentences
             dense, budget = embedded and vectors is not None and len(queries) == 1, DENSE_BUDGET
         else:  # None: lexical, no model call
             dense, budget = options.sentences == "dense", None
         if dense and vectors is None:
             vectors, _ = self.index.encoder.embed(list(queries), role="query")
+        batch = _Batch(self.index)  # the queries share each document read, each region's analysis
         return [
-            self._results(query, h, None if vectors is None else vectors[i], dense, budget)
+            self._results(
+                query, h, None if vectors is None else vectors[i], dense, budget, preferred[i], batch
+            )
             for i, (query, h) in enumerate(zip(queries, hits, strict=True))
         ]
+
+    def _rerank(
+        self, query: str, vector: np.ndarray | None, hits: list[Hit], k: int, rerank: Rerank, per: Per
+    ) -> tuple[list[Hit], list[Preferred]]:
+        """One query's first-stage hits re-scored by the cross-encoder (see the module docstring):
+        the ``k`` best, and the passage each was preferred on."""
+        from ragidx.search.rerank import Reranker
+
+        reranker = Reranker.load(rerank.model, *self._placement())
+        lexical = self.index.lexical
+        terms = Terms(query, None if lexical is None else lexical.analyzer)
+        candidates: list[Candidate] = []
+        passages: list[list[VectorRecord]] = []
+        for hit in hits:
+            doc_id = hit.doc_id if hit.vid is None else self.index.vector_record(hit.vid).doc_id
+            assert doc_id is not None
+            doc = self.index.document(doc_id)
+            chunked = doc.embed_mode.split("+")[0] in ("chunk", "late")
+            if per == "chunk" and hit.vid is not None:
+                record = self.index.vector_record(hit.vid)
+                records = [record] if chunked and record.char_start >= 0 else []
+            else:
+                records = chunks(self.index, doc_id) if chunked else []
+                if records:
+                    cosines = None
+                    if vector is not None:
+                        vids = np.array([r.vid for r in records], dtype=np.int64)
+                        cosines = self.index.reconstruct(vids) @ vector
+                    records = [records[i] for i in ranked_chunks(records, doc.text, terms, cosines)]
+            spans = [(r.char_start, r.char_end) for r in records] if records else None
+            candidates.append(Candidate(doc_id, doc.text, hit.score, spans))
+            passages.append(records)
+        analyzer = None if lexical is None else lexical.analyzer
+        run = reranker.rerank(query, candidates, rerank.passages, rerank.weight, rerank.batch_size, analyzer)
+        out: list[Hit] = []
+        preferred: list[Preferred] = []
+        for found in run.results[:k]:
+            records = passages[found.position]
+            info = RerankInfo(
+                model=rerank.model,
+                score=found.rerank_score,
+                first_stage_score=found.first_stage_score,
+                first_stage_rank=found.position + 1,
+                char_start=found.span[0],
+                char_end=found.span[1],
+                passages=found.pieces,
+                split=found.split,
+                ms=round(run.seconds * 1000, 3),
+                pairs=run.pairs,
+            )
+            out.append(replace(hits[found.position], score=found.score))
+            preferred.append(
+                Preferred(found.span, records[found.passage] if found.passage >= 0 else None, info)
+            )
+        return out, preferred
+
+    def _placement(self) -> tuple[str | torch.device, str | torch.dtype]:
+        """Where a reranker runs: on the index's encoder's device, in its dtype (an index of vectors
+        made outside ragidx: the defaults)."""
+        if self.index.external:
+            return "auto", "auto"
+        encoder = self.index.encoder
+        return encoder.device, encoder.dtype
 
     def mode(self, options: SearchOptions) -> Mode:
         """The search mode ``options`` ask for (None: hybrid where there is a lexical index)."""
@@ -205,10 +314,32 @@ class Retriever:
     def _searchable(self, query: str) -> bool:
         return self.index.lexical is None or bool(self.index.lexical.query_terms(query))
 
+    def _dense_candidates(
+        self, mode: Mode, queries: Sequence[str], vectors: np.ndarray | None, k: int, options: SearchOptions
+    ) -> dict[int, list[Hit]]:
+        """A hybrid batch's dense candidates (what :meth:`_with_lexical` fuses), one FAISS search for
+        all of its queries that BM25 can search."""
+        rows = [i for i, query in enumerate(queries) if self._searchable(query)]
+        if mode != "hybrid" or vectors is None or len(rows) < 2:
+            return {}
+        return dict(zip(rows, self.hits(vectors[rows], max(k, HYBRID_CANDIDATES), options), strict=True))
+
+    def _doc_id(self, vid: int) -> str:
+        if vid not in self._doc_ids:
+            self._doc_ids[vid] = self.index.vector_record(vid).doc_id
+        return self._doc_ids[vid]
+
     def _with_lexical(
-        self, mode: Mode, query: str, vector: np.ndarray | None, k: int, options: SearchOptions
+        self,
+        mode: Mode,
+        query: str,
+        vector: np.ndarray | None,
+        k: int,
+        options: SearchOptions,
+        dense_hits: list[Hit] | None = None,
     ) -> list[Hit]:
-        """One query in mode ``lexical`` or ``hybrid`` (see the module docstring)."""
+        """One query in mode ``lexical`` or ``hybrid`` (see the module docstring; ``dense_hits``: its
+        dense candidates, when the batch's were searched together)."""
         lexical = self.index.lexical
         assert lexical is not None
         if not self._searchable(query):
@@ -235,8 +366,9 @@ class Retriever:
         if mode == "lexical":
             return [Hit(None, score, lexical_score=score, doc_id=d) for d, score in by_lexical.items()]
         assert vector is not None
-        dense_hits = self.hits(vector[None, :], fetch, options)[0]
-        dense = {self.index.vector_record(h.vid).doc_id: h for h in dense_hits if h.vid is not None}
+        if dense_hits is None:
+            dense_hits = self.hits(vector[None, :], fetch, options)[0]
+        dense = {self._doc_id(h.vid): h for h in dense_hits if h.vid is not None}
         missing = [d for d in by_lexical if d not in dense]
         two_level_rrf = (config := self.hybrid_config(options.hybrid)) is not None and config.fusion == "rrf"
         if two_level_rrf:  # ranks depend on the candidate set: score the whole union together
@@ -380,7 +512,7 @@ class Retriever:
         for vid, score in zip(ids, scores, strict=True):
             if vid < 0:
                 continue
-            doc_id = self.index.vector_record(int(vid)).doc_id
+            doc_id = self._doc_id(int(vid))
             if per == "document" and doc_id in seen:
                 continue
             if not self._accepts(doc_id, where, accepted):
@@ -450,32 +582,49 @@ class Retriever:
         return out
 
     def _results(
-        self, query: str, hits: list[Hit], vector: np.ndarray | None, dense: bool, budget: int | None
+        self,
+        query: str,
+        hits: list[Hit],
+        vector: np.ndarray | None,
+        dense: bool,
+        budget: int | None,
+        preferred: list[Preferred] | None = None,
+        batch: _Batch | None = None,
     ) -> list[SearchResult]:
-        """The results of one query: each hit's document, span, passage, matched sentence, snippet."""
+        """The results of one query: each hit's document, span, passage, matched sentence, snippet
+        (``preferred``: reranked hits, whose passage is the one the cross-encoder preferred;
+        ``batch``: what the queries of one search share)."""
         lexical = self.index.lexical
+        batch = batch or _Batch(self.index)
         terms = Terms(query, None if lexical is None else lexical.analyzer)
         found: list[tuple[Hit, DocumentRecord, VectorRecord | None]] = []
-        for hit in hits:
-            if hit.vid is None:  # a lexical hit: the chunk holding the most query terms, if chunked
+        for number, hit in enumerate(hits):
+            if preferred is not None:  # reranked: the chunk holding the preferred passage
+                doc_id = hit.doc_id if hit.vid is None else self.index.vector_record(hit.vid).doc_id
+                assert doc_id is not None
+                doc = batch.document(doc_id)
+                span = preferred[number].record
+            elif hit.vid is None:  # a lexical hit: the chunk holding the most query terms, if chunked
                 assert hit.doc_id is not None
-                doc = self.index.document(hit.doc_id)
+                doc = batch.document(hit.doc_id)
                 span = lexical_chunk(self.index, doc.doc_id, doc.text, terms)
             else:
                 span = self.index.vector_record(hit.vid)
-                doc = self.index.document(span.doc_id)
+                doc = batch.document(span.doc_id)
                 span = span if doc.embed_mode.split("+")[0] in ("chunk", "late") else None
             found.append((hit, doc, span))
-        spans = [  # the chunk's characters (None: not chunked, or a tokenizer without offsets)
+        spans: list[Span | None] = [  # the chunk's characters (None: not chunked, or no offsets)
             (span.char_start, span.char_end) if span is not None and span.char_start >= 0 else None
             for _, _, span in found
         ]
+        if preferred is not None:  # the preferred passage is the region and the passage
+            spans = [p.span for p in preferred]
         regions = [
             Region(doc.text, *(chars or (0, len(doc.text))))
             for (_, doc, _), chars in zip(found, spans, strict=True)
         ]
         by: list[By] = ["dense" if dense else "lexical"] * len(found)
-        matched = match(regions, terms, by, vector, self._embed_sentences, budget)
+        matched = match(regions, terms, by, vector, self._embed_sentences, budget, batch.shared)
         results = []
         for rank, ((hit, doc, span), chars, sentence) in enumerate(
             zip(found, spans, matched, strict=True), start=1
@@ -502,6 +651,7 @@ class Retriever:
                     chunk_score=hit.chunk_score,
                     dense_score=hit.dense_score,
                     lexical_score=hit.lexical_score,
+                    rerank=None if preferred is None else preferred[rank - 1].info,
                 )
             )
         return results
@@ -509,6 +659,37 @@ class Retriever:
     def _embed_sentences(self, texts: list[str]) -> np.ndarray:
         vectors, _ = self.index.encoder.embed(texts, role="document")
         return vectors
+
+
+def _copied(value: Any) -> Any:
+    """``value`` copied as :func:`dataclasses.asdict` copies a field (5× faster on a result's JSON
+    values: immutable scalars are kept, dicts and lists rebuilt, anything else deep-copied)."""
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if type(value) is dict:
+        return {_copied(k): _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return copy.deepcopy(value)
+
+
+class _Batch:
+    """What the queries of one search share: each stored document, read once (each result gets its
+    own copy of the metadata), and the snippets' analyses (:class:`~ragidx.search.snippets.Shared`)."""
+
+    def __init__(self, index: Index):
+        self.index = index
+        self.shared = Shared(None if index.lexical is None else index.lexical.analyzer)
+        self.documents: dict[str, DocumentRecord] = {}
+
+    def document(self, doc_id: str) -> DocumentRecord:
+        doc = self.documents.get(doc_id)
+        if doc is None:  # its first result takes the record read; the others, copies
+            doc = self.documents[doc_id] = self.index.document(doc_id)
+            return doc
+        return replace(doc, metadata=copy.deepcopy(doc.metadata))
 
 
 def _bm25_of(lexical: LexicalIndex, scores: np.ndarray, doc_id: str) -> float:

@@ -29,6 +29,13 @@ results in rank order (later results fall back to lexical); batches, caller-made
 mode (no model loaded) get lexical ones; ``sentences="dense"`` has no budget. Every result says
 which (``match.by``).
 
+What depends only on a region (its sentences, its words and the terms the analyzer makes of
+them, its whitespace tokens) is analysed once per :class:`Shared` and reused by every query that
+meets the region: a batch's queries (``Retriever.search_many``) share one, so a document found by
+many of them is cut and analysed once, and each query's lexical match costs what its own terms
+occur in the region, not the region's length. The results are the same as each query analysing
+alone.
+
 :func:`render` builds the snippet shown to a person: the matched sentence first, followed (then
 preceded by whole sentences) up to ``width`` characters, whitespace collapsed, ``…`` where text was
 cut; it says where the sentence and the query's terms are in the snippet, for highlighting.
@@ -42,6 +49,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Literal, TypedDict
 
 import numpy as np
@@ -144,18 +152,49 @@ class Terms:
             return []
         found = []
         for word in _WORD.finditer(text, start, len(text) if end is None else end):
-            key = word.group()
-            if key not in self._seen:
-                self._seen[key] = self.wanted.intersection(self.analyzer.terms(key))
-            if self._seen[key]:
-                found.append(((word.start(), word.end()), self._seen[key]))
+            held = self.held(word.group())
+            if held:
+                found.append(((word.start(), word.end()), held))
         return found
+
+    def held(self, word: str, terms: Sequence[str] | None = None) -> frozenset[str]:
+        """The query terms ``word`` holds (``terms``: the word's terms, when already analysed)."""
+        if word not in self._seen:
+            self._seen[word] = self.wanted.intersection(self.analyzer.terms(word) if terms is None else terms)
+        return self._seen[word]
 
 
 @functools.cache
 def default_analyzer() -> Analyzer:
     """The BM25 analyzer with default settings (for an index without a lexical index)."""
     return Analyzer(LexicalConfig())
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A region's whitespace tokens (:func:`render` joins them with single spaces): where each
+    starts and ends, and ``widths[i]`` = the characters of the first ``i`` tokens plus ``i``, so
+    tokens ``u`` to ``v`` take ``widths[v] − widths[u] − 1`` characters joined (``v > u``). Plain
+    lists of numbers, kept while a batch runs: nothing for the garbage collector to walk."""
+
+    starts: list[int]
+    ends: list[int]
+    widths: list[int]
+    sentence_starts: frozenset[int]
+    sentence_ends: frozenset[int]
+    mid_sentence: bool  # the region starts inside a sentence (see :func:`mid_sentence`)
+
+    @classmethod
+    def of(cls, text: str, spans: Sequence[Span]) -> _Layout:
+        tokens = [t.span() for lo, hi in spans for t in _TOKEN.finditer(text, lo, hi)]
+        return cls(
+            [lo for lo, _ in tokens],
+            [hi for _, hi in tokens],
+            [0, *accumulate(hi - lo + 1 for lo, hi in tokens)],
+            frozenset(lo for lo, _ in spans),
+            frozenset(hi for _, hi in spans),
+            bool(spans) and mid_sentence(text, spans[0][0]),
+        )
 
 
 @dataclass(frozen=True)
@@ -168,7 +207,8 @@ class Match:
     by: By
     sentences: list[Span]
     index: int  # the matched sentence's position in ``sentences``
-    terms: list[tuple[Span, frozenset[str]]] = field(default_factory=list)
+    terms: list[tuple[Span, frozenset[str]]] = field(default_factory=list)  # in text order
+    layout: _Layout | None = field(default=None, compare=False, repr=False)  # the region's, for render
 
 
 @dataclass(frozen=True)
@@ -180,6 +220,91 @@ class Region:
     end: int
 
 
+class _Analysed:
+    """One region analysed for every query: its sentences, those that may be the match, its words,
+    each distinct word's terms and each term's words (the forms the analyzer makes it of). Which
+    sentence holds a word is found when a query marks it."""
+
+    def __init__(self, region: Region, shared: Shared):
+        self.text = region.text
+        self.spans = sentences(region.text, region.start, region.end)
+        self.eligible = _eligible(self.spans) if self.spans else []
+        self.is_eligible = frozenset(self.eligible)
+        found = list(_WORD.finditer(region.text, region.start, region.end))
+        self._forms = [word.group() for word in found]  # each word as written, and where it starts
+        self._starts = [word.start() for word in found]
+        self._ends = [hi for _, hi in self.spans]
+        self.terms: dict[str, tuple[str, ...]] = {}  # each form's terms
+        self.postings: dict[str, list[str]] = {}  # a term → the forms holding it
+        known, analyse = shared.words, shared.analyzer.terms
+        for form in dict.fromkeys(self._forms):
+            held = known.get(form)
+            if held is None:
+                held = known[form] = tuple(analyse(form))
+            self.terms[form] = held
+            for term in held:
+                at_forms = self.postings.get(term)
+                if at_forms is None:
+                    self.postings[term] = [form]
+                elif at_forms[-1] != form:  # a form holding a term twice (CJK bigrams) named once
+                    at_forms.append(form)
+        self._layout: _Layout | None = None
+
+    @property
+    def layout(self) -> _Layout:
+        if self._layout is None:
+            self._layout = _Layout.of(self.text, self.spans)
+        return self._layout
+
+    def _sentence(self, start: int) -> int:
+        """The sentence holding a word starting at ``start`` (-1: between sentences)."""
+        at = bisect_right(self._ends, start)  # the first sentence ending after the start
+        return at if at < len(self.spans) and self.spans[at][0] <= start else -1
+
+    def marks(self, terms: Terms) -> tuple[list[tuple[Span, frozenset[str]]], dict[int, int], dict[int, int]]:
+        """The words holding a query term (as :meth:`Terms.spans` finds them), and per sentence
+        holding any: its distinct query terms and its occurrences (sentences not named: none)."""
+        distinct: dict[int, int] = {}
+        count: dict[int, int] = {}
+        forms = {form for term in terms.wanted for form in self.postings.get(term, ())}
+        if not forms:
+            return [], distinct, count
+        marks = []
+        holding: dict[int, set[str]] = {}  # a sentence → the query terms in it
+        for i in [i for i, form in enumerate(self._forms) if form in forms]:
+            form, start = self._forms[i], self._starts[i]
+            held = terms.held(form, self.terms[form])
+            marks.append(((start, start + len(form)), held))
+            s = self._sentence(start)
+            if s >= 0:
+                count[s] = count.get(s, 0) + 1
+                holding.setdefault(s, set()).update(held)
+        distinct = {s: len(held) for s, held in holding.items()}
+        return marks, distinct, count
+
+    def lexical(self, distinct: dict[int, int], count: dict[int, int]) -> list[tuple[int, int]]:
+        """Per sentence: (distinct query terms, occurrences)."""
+        return [(distinct.get(s, 0), count.get(s, 0)) for s in range(len(self.spans))]
+
+
+class Shared:
+    """What the searches of one batch share: each region's analysis (:class:`_Analysed`, keyed by
+    its text and bounds) and each word's terms. Holds what the batch found (linear in its regions'
+    text); make one per batch."""
+
+    def __init__(self, analyzer: Analyzer | None = None):
+        self.analyzer = analyzer or default_analyzer()
+        self.words: dict[str, tuple[str, ...]] = {}  # a word → its terms
+        self._regions: dict[tuple[str, int, int], _Analysed] = {}
+
+    def region(self, region: Region) -> _Analysed:
+        key = (region.text, region.start, region.end)
+        found = self._regions.get(key)
+        if found is None:
+            found = self._regions[key] = _Analysed(region, self)
+        return found
+
+
 def match(
     regions: Sequence[Region],
     terms: Terms,
@@ -187,62 +312,58 @@ def match(
     query_vector: np.ndarray | None = None,
     embed: Embed | None = None,
     budget: int | None = None,
+    shared: Shared | None = None,
 ) -> list[Match | None]:
     """The best sentence of each region (None: a region without text), ``by[i]`` choosing how; the
     sentences of every dense region are embedded in one call of ``embed``. ``budget``: at most this
     many sentences embedded in all, spent on the regions in order (a region gets what is left, its
-    sentences sharing the most query words first; with fewer than two left, the words decide)."""
-    found: list[tuple[list[Span], list[tuple[Span, frozenset[str]]], list[tuple[int, int]]]] = []
-    for region in regions:
-        spans = sentences(region.text, region.start, region.end)
-        marks = terms.spans(region.text, region.start, region.end)
-        found.append((spans, marks, _lexical(spans, marks)))
-    dense: list[tuple[int, list[int]]] = []  # region → its sentences to embed
+    sentences sharing the most query words first; with fewer than two left, the words decide).
+    ``shared``: the analyses of the other queries of a batch (the same analyzer as ``terms``')."""
+    shared = Shared(terms.analyzer) if shared is None else shared
+    if shared.analyzer is not terms.analyzer:
+        raise ValueError("match: the shared analyses were made with another analyzer than the query's terms")
+    analysed = [shared.region(region) for region in regions]
+    out: list[Match | None] = [None] * len(regions)
+    dense: list[tuple[int, list[int], list[tuple[int, int]], list[tuple[Span, frozenset[str]]]]] = []
     texts: list[str] = []
-    for i, (region, (spans, _, lexical)) in enumerate(zip(regions, found, strict=True)):
-        open_ = _undecided(lexical, _eligible(spans), len(terms.wanted)) if spans else []
+    for i, (region, found) in enumerate(zip(regions, analysed, strict=True)):
+        if not found.spans:
+            continue
         left = DENSE_SENTENCES if budget is None else min(DENSE_SENTENCES, budget - len(texts))
-        if by[i] == "dense" and len(open_) > 1 and left > 1:
-            chosen = _candidates(lexical, open_, left)
-            dense.append((i, chosen))
-            texts += [" ".join(region.text[lo:hi].split()) for lo, hi in (spans[c] for c in chosen)]
-    cosines: dict[int, dict[int, float]] = {}
+        if by[i] == "dense" and left > 1:
+            marks, distinct, count = found.marks(terms)
+            lexical = found.lexical(distinct, count)
+            open_ = _undecided(lexical, found.eligible, len(terms.wanted))
+            if len(open_) > 1:
+                chosen = _candidates(lexical, open_, left)
+                dense.append((i, chosen, lexical, marks))  # the region, its sentences to embed
+                texts += [" ".join(region.text[lo:hi].split()) for lo, hi in (found.spans[c] for c in chosen)]
+                continue
+        out[i] = _lexical_match(found, terms)
     if texts:
         if query_vector is None or embed is None:
             raise ValueError("dense sentence matching needs the query vector and an embed function")
         query = l2_normalize(np.asarray(query_vector, dtype=np.float32).reshape(1, -1))[0]
         scores = l2_normalize(np.asarray(embed(texts), dtype=np.float32)) @ query
         at = 0
-        for i, chosen in dense:
-            cosines[i] = {c: float(s) for c, s in zip(chosen, scores[at : at + len(chosen)], strict=True)}
+        for i, chosen, lexical, marks in dense:
+            cosines = {c: float(s) for c, s in zip(chosen, scores[at : at + len(chosen)], strict=True)}
             at += len(chosen)
-    out: list[Match | None] = []
-    for i, (spans, marks, lexical) in enumerate(found):
-        if not spans:
-            out.append(None)
-            continue
-        if i in cosines:
-            best = max(cosines[i], key=lambda c: (cosines[i][c], lexical[c], -c))
-            out.append(Match(spans[best], cosines[i][best], "dense", spans, best, marks))
-        else:
-            best = max(_eligible(spans), key=lambda c: (lexical[c], -c))
-            out.append(Match(spans[best], float(lexical[best][0]), "lexical", spans, best, marks))
+            best = max(cosines, key=lambda c: (cosines[c], lexical[c], -c))
+            spans = analysed[i].spans
+            out[i] = Match(spans[best], cosines[best], "dense", spans, best, marks, analysed[i].layout)
     return out
 
 
-def _lexical(spans: list[Span], marks: list[tuple[Span, frozenset[str]]]) -> list[tuple[int, int]]:
-    """Per sentence: (distinct query terms, occurrences)."""
-    distinct: list[set[str]] = [set() for _ in spans]
-    count = [0] * len(spans)
-    ends = [hi for _, hi in spans]
-    at = 0
-    for (lo, _), found in marks:
-        while at < len(spans) and ends[at] <= lo:
-            at += 1
-        if at < len(spans) and spans[at][0] <= lo:
-            distinct[at] |= found
-            count[at] += 1
-    return [(len(d), c) for d, c in zip(distinct, count, strict=True)]
+def _lexical_match(found: _Analysed, terms: Terms) -> Match:
+    """The region's sentence with the most distinct query terms, then the most occurrences, then
+    the earliest (among the eligible ones)."""
+    marks, distinct, count = found.marks(terms)
+    marked = [s for s in distinct if s in found.is_eligible]
+    best = max(marked, key=lambda s: (distinct[s], count[s], -s)) if marked else found.eligible[0]
+    return Match(
+        found.spans[best], float(distinct.get(best, 0)), "lexical", found.spans, best, marks, found.layout
+    )
 
 
 def _undecided(lexical: list[tuple[int, int]], eligible: list[int], n_terms: int) -> list[int]:
@@ -284,54 +405,49 @@ def render(text: str, found: Match | None, width: int = SNIPPET_CHARS) -> Snippe
     """The snippet of one hit: see the module docstring."""
     if found is None:
         return Snippet("", None, [], [])
-    tokens = [(t.start(), t.end()) for lo, hi in found.sentences for t in _TOKEN.finditer(text, lo, hi)]
-    token_starts = [s for s, _ in tokens]
-    lengths = np.concatenate([[0], np.cumsum([e - s for s, e in tokens])])
+    layout = found.layout if found.layout is not None else _Layout.of(text, found.sentences)
+    starts, ends, widths = layout.starts, layout.ends, layout.widths
     lo_doc, hi_doc = found.sentence
-    a, b = bisect_left(token_starts, lo_doc), bisect_left(token_starts, hi_doc)
+    a, b = bisect_left(starts, lo_doc), bisect_left(starts, hi_doc)
     budget = width - 2  # room for an ellipsis at either end
 
-    def size(u: int, v: int) -> int:
-        return int(lengths[v] - lengths[u]) + max(v - u - 1, 0)
+    def size(u: int, v: int) -> int:  # tokens u to v joined by spaces
+        return widths[v] - widths[u] - 1 if v > u else 0
+
+    def reach(u: int) -> int:  # the most tokens from u that fit the budget: u to this
+        return bisect_right(widths, widths[u] + 1 + budget) - 1
 
     if size(a, b) > budget:  # a long sentence: from its start, or from just before its first term
-        marked = [bisect_right(token_starts, s) - 1 for (s, _), _ in found.terms if lo_doc <= s < hi_doc]
-        first = marked[0] if marked else a
+        first = next((bisect_right(starts, s) - 1 for (s, _), _ in found.terms if lo_doc <= s < hi_doc), a)
         u = a if size(a, first + 1) <= budget * 0.6 else max(a, first - 4)
-        v = u + 1
-        while v < b and size(u, v + 1) <= budget:
-            v += 1
+        v = max(u + 1, min(b, reach(u)))
     else:  # the sentence, then what follows it, then the whole sentences before it, while it fits
-        u, v = a, b
-        while v < len(tokens) and size(u, v + 1) <= budget:
-            v += 1
+        u, v = a, max(b, min(len(starts), reach(a)))
         before = found.index - 1
-        while before >= 0 and size(bisect_left(token_starts, found.sentences[before][0]), v) <= budget:
-            u = bisect_left(token_starts, found.sentences[before][0])
+        while before >= 0 and size(bisect_left(starts, found.sentences[before][0]), v) <= budget:
+            u = bisect_left(starts, found.sentences[before][0])
             before -= 1
-    first, last = found.sentences[0][0], found.sentences[-1][1]
-    lead = tokens[u][0] not in {s for s, _ in found.sentences} or (
-        tokens[u][0] == first and mid_sentence(text, first)
-    )
-    parts = [text[s:e] for s, e in tokens[u:v]]
-    out = ("…" if lead else "") + " ".join(parts)
-    end = tokens[v - 1][1]
-    if end not in {e for _, e in found.sentences} or (end == last < len(text) and text[end - 1] not in _ENDS):
+    first_doc, last_doc = found.sentences[0][0], found.sentences[-1][1]
+    lead = int(starts[u] not in layout.sentence_starts or (starts[u] == first_doc and layout.mid_sentence))
+    out = ("…" if lead else "") + " ".join([text[starts[i] : ends[i]] for i in range(u, v)])
+    end = ends[v - 1]
+    if end not in layout.sentence_ends or (end == last_doc < len(text) and text[end - 1] not in _ENDS):
         out += "…"
-    snip_starts = [int(lengths[i] - lengths[u]) + (i - u) + lead for i in range(u, v)]
     if len(out) > width:  # one token longer than the snippet (a URL, a long number)
         out = out[: width - 1] + "…"
 
     def position(doc: int) -> int:
-        i = max(u, min(bisect_right(token_starts, doc, u, v) - 1, v - 1))
-        offset = snip_starts[i - u] + min(max(doc - tokens[i][0], 0), tokens[i][1] - tokens[i][0])
+        i = max(u, min(bisect_right(starts, doc, u, v) - 1, v - 1))
+        offset = widths[i] - widths[u] + lead + min(max(doc - starts[i], 0), ends[i] - starts[i])
         return min(offset, len(out))
 
-    shown_lo, shown_hi = tokens[u][0], tokens[v - 1][1]
+    shown_lo, shown_hi = starts[u], ends[v - 1]
     sentence = (position(max(lo_doc, shown_lo)), position(min(hi_doc, shown_hi)))
     marks: list[Span] = []
     words: list[str] = []
     for (s, e), _ in found.terms:
+        if s > shown_hi:
+            break
         if shown_lo <= s and e <= shown_hi and position(e) <= len(out) - (out.endswith("…")):
             marks.append((position(s), position(e)))
             word = out[marks[-1][0] : marks[-1][1]]

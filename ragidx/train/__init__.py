@@ -1,5 +1,6 @@
 """``ragidx train``: contrastive fine-tuning of an encoder ragidx loads, so that one vector per long
-document earns its place (docs/train.md).
+document earns its place, or (``objective = "rerank"``) a cross-encoder trained from the same data for
+reranking (docs/train.md).
 
 * :mod:`ragidx.train.config` — :class:`TrainConfig`, the ``[train]`` settings (torch-free);
 * :mod:`ragidx.train.data` — pairs files, inverse-cloze pairs from raw documents, mined hard
@@ -10,5 +11,7 @@ document earns its place (docs/train.md).
   PoSE starts;
 * :mod:`ragidx.train.trainer` — the run: sentence-transformers' InfoNCE losses, seeded steps,
   safetensors checkpoints, resume, the training record and loss plot;
-* :mod:`ragidx.train.export` — the sentence-transformers model folder ``--model`` takes.
+* :mod:`ragidx.train.export` — the sentence-transformers model folder ``--model`` takes;
+* :mod:`ragidx.train.rerank` — the ``rerank`` objective: sentence-transformers' ``CrossEncoder`` from
+  the start model, its cross-encoder losses (BCE, listwise MNRL), the folder ``CrossEncoder`` loads.
 """

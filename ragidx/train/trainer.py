@@ -1,7 +1,10 @@
-"""The training run: data → contrastive steps → checkpoints → a saved model and its record.
+"""The training run: data → steps → checkpoints → a saved model and its record.
 
-The loss is sentence-transformers' InfoNCE (:mod:`ragidx.train.loss`). The loop around it is
-ragidx's own, about sixty lines, because sentence-transformers' trainer (the Hugging Face
+Two objectives share the loop: ``embed`` trains the bi-encoder with sentence-transformers' InfoNCE
+(:mod:`ragidx.train.model`, :mod:`ragidx.train.loss`, saved by :mod:`ragidx.train.export`);
+``rerank`` trains a cross-encoder with its cross-encoder losses (:mod:`ragidx.train.rerank`). Each is
+a :class:`_Run`: the module whose weights learn, its batch's loss and gradients, its saving. The loop
+around both is ragidx's own, about sixty lines, because sentence-transformers' trainer (the Hugging Face
 ``Trainer``) checkpoints with pickles (``training_args.bin``, ``rng_state.pth``) and ragidx loads
 no pickle; here every checkpoint is safetensors plus JSON, and a run is reproducible from its seed
 alone:
@@ -46,6 +49,7 @@ from ragidx.train.data import Pair, batches, cloze_pairs, jsonl_is_pairs, mine_n
 from ragidx.train.export import save_model
 from ragidx.train.loss import contrastive_loss
 from ragidx.train.model import TrainableEncoder
+from ragidx.train.rerank import RerankStep, device_of, load_cross_encoder, save_cross_encoder
 
 TRAINING_DIR = "training"
 StepCallback = Callable[[int, int, float], None]  # (step done, total steps, loss)
@@ -80,6 +84,57 @@ def load_examples(data: Path, config: TrainConfig, per_document: int = 8) -> lis
     return pairs
 
 
+@dataclass
+class _Run:
+    """What one objective trains: ``module`` (its parameters that require a gradient learn and are
+    checkpointed), ``backward`` (a batch's loss, its gradients added; random draws from the step's
+    ``rng``), ``save`` (the finished model into an empty folder)."""
+
+    module: torch.nn.Module
+    device: str
+    backward: Callable[[list[Pair], Sequence[Pair], random.Random, int], float]  # (…, step seed)
+    save: Callable[[Path], None]
+    params: list[torch.nn.Parameter]
+
+
+def _embed_run(config: TrainConfig, encoder: Encoder) -> _Run:
+    trainable = TrainableEncoder(encoder, config)
+    loss_fn = contrastive_loss(trainable, config)
+
+    def backward(batch: list[Pair], pairs: Sequence[Pair], rng: random.Random, step_seed: int) -> float:
+        trainable.generator.manual_seed(step_seed)
+        if config.pooling == "lmk":
+            trainable.set_granularity(rng.choice(config.granularities()))
+        columns = [
+            trainable.tokenize([p.query for p in batch], "query"),
+            trainable.tokenize([p.positive for p in batch], "document"),
+        ]
+        for k in range(config.negatives):
+            columns.append(trainable.tokenize([_negative(p, k, pairs, rng) for p in batch], "document"))
+        loss = loss_fn(columns, None)
+        loss.backward()
+        return float(loss.detach())
+
+    def save(partial: Path) -> None:
+        save_model(trainable, config, partial)
+
+    return _Run(trainable, str(encoder.device), backward, save, trainable.trainable())
+
+
+def _rerank_run(config: TrainConfig) -> _Run:
+    model = load_cross_encoder(config)
+    step = RerankStep(model, config, _negative)
+
+    def backward(batch: list[Pair], pairs: Sequence[Pair], rng: random.Random, step_seed: int) -> float:
+        return step(batch, pairs, rng)
+
+    def save(partial: Path) -> None:
+        save_cross_encoder(model, partial)
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    return _Run(model, str(model.device), backward, save, params)
+
+
 def train(
     config: TrainConfig,
     data: Path,
@@ -98,17 +153,22 @@ def train(
     _check_output(output, checkpoint, resume, overwrite)
     _seed_everything(config.seed)
     started = time.time()
-    say(f"loading {config.model}")
-    encoder = Encoder(_encoder_config(config))
-    trainable = TrainableEncoder(encoder, config)
+    rerank = config.objective == "rerank"
+    if rerank:
+        device_of(config)  # a missing CUDA fails before anything loads
+    say(f"loading {config.model}" + (" as a cross-encoder" if rerank else ""))
+    encoder = None if rerank else Encoder(_encoder_config(config))
+    run = _rerank_run(config) if encoder is None else _embed_run(config, encoder)
     say(f"reading {data}")
     pairs = load_examples(data, config)
     if config.negatives and any(len(p.negatives) < config.negatives for p in pairs):
         say(f"mining {config.negatives} hard negative(s) for {len(pairs)} pairs with the untrained model")
-        pairs = mine_negatives(pairs, lambda texts, role: encoder.embed(texts, role)[0], config.negatives)
+        # rerank: the start model, as a bi-encoder, mines
+        miner = encoder if encoder is not None else Encoder(_encoder_config(config))
+        pairs = mine_negatives(pairs, lambda texts, role: miner.embed(texts, role)[0], config.negatives)
+        del miner
     data_sha = _sha256(data) if data.is_file() else ""
-    loss_fn = contrastive_loss(trainable, config)
-    params = trainable.trainable()
+    params = run.params
     if not params:
         raise ConfigError("nothing to train: every weight of the model is frozen")
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
@@ -116,32 +176,32 @@ def train(
     losses: list[float] = []
     start, elapsed = 0, 0.0
     if resume and checkpoint.is_dir():
-        start, losses, elapsed = _load_checkpoint(checkpoint, trainable, optimizer, config, data_sha)
+        start, losses, elapsed = _load_checkpoint(checkpoint, run.module, optimizer, config, data_sha)
         with warnings.catch_warnings():  # fast-forwarding the schedule: no optimiser step is due
             warnings.simplefilter("ignore", UserWarning)
             for _ in range(start):
                 schedule.step()
         say(f"resuming at step {start} of {config.steps}")
-    trainable.train()
+    run.module.train()
     stream = _batch_stream(pairs, config)
     for _ in range(start):
         next(stream)
     clock = time.time()
     for step in range(start, config.steps):
         batch = next(stream)
-        loss = _step(trainable, loss_fn, optimizer, schedule, [pairs[i] for i in batch], pairs, config, step)
+        loss = _step(run, optimizer, schedule, [pairs[i] for i in batch], pairs, config, step)
         losses.append(loss)
         if on_step is not None:
             on_step(step + 1, config.steps, loss)
         if (step + 1) % config.checkpoint_every == 0 and step + 1 < config.steps:
             _save_checkpoint(
-                checkpoint, trainable, optimizer, config, data_sha, losses, elapsed + time.time() - clock
+                checkpoint, run.module, optimizer, config, data_sha, losses, elapsed + time.time() - clock
             )
     seconds = elapsed + time.time() - clock
-    trainable.eval()
+    run.module.eval()
     say(f"saving the model to {output}")
-    _publish(trainable, config, output)
-    record = _write_record(work, config, data, data_sha, pairs, losses, seconds, started, encoder)
+    _publish(run.save, output)
+    record = _write_record(work, config, data, data_sha, pairs, losses, seconds, started, run.device)
     shutil.rmtree(checkpoint, ignore_errors=True)
     return TrainResult(output, record, len(losses), seconds, losses, len(pairs))
 
@@ -209,8 +269,7 @@ def _batch_stream(pairs: Sequence[Pair], config: TrainConfig) -> Iterator[list[i
 
 # ------------------------------------------------------------------------------------- steps
 def _step(
-    trainable: TrainableEncoder,
-    loss_fn: torch.nn.Module,
+    run: _Run,
     optimizer: torch.optim.Optimizer,
     schedule: torch.optim.lr_scheduler.LambdaLR,
     batch: list[Pair],
@@ -221,23 +280,13 @@ def _step(
     """One optimiser step on ``batch``; every random draw is seeded by ``(seed, step)``."""
     step_seed = config.seed * 1_000_003 + step
     torch.manual_seed(step_seed)
-    trainable.generator.manual_seed(step_seed)
     rng = random.Random(step_seed)
-    if config.pooling == "lmk":
-        trainable.set_granularity(rng.choice(config.granularities()))
-    columns = [
-        trainable.tokenize([p.query for p in batch], "query"),
-        trainable.tokenize([p.positive for p in batch], "document"),
-    ]
-    for k in range(config.negatives):
-        columns.append(trainable.tokenize([_negative(p, k, pairs, rng) for p in batch], "document"))
-    loss = loss_fn(columns, None)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(trainable.trainable(), 1.0)
+    loss = run.backward(batch, pairs, rng, step_seed)
+    torch.nn.utils.clip_grad_norm_(run.params, 1.0)
     optimizer.step()
     schedule.step()
-    return float(loss.detach())
+    return loss
 
 
 def _negative(pair: Pair, k: int, pairs: Sequence[Pair], rng: random.Random) -> str:
@@ -254,7 +303,7 @@ def _negative(pair: Pair, k: int, pairs: Sequence[Pair], rng: random.Random) -> 
 # ------------------------------------------------------------------------------- checkpoints
 def _save_checkpoint(
     folder: Path,
-    trainable: TrainableEncoder,
+    trainable: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     config: TrainConfig,
     data_sha: str,
@@ -289,7 +338,7 @@ def _save_checkpoint(
 
 def _load_checkpoint(
     folder: Path,
-    trainable: TrainableEncoder,
+    trainable: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     config: TrainConfig,
     data_sha: str,
@@ -328,13 +377,13 @@ def _load_checkpoint(
 
 
 # ------------------------------------------------------------------------------------ output
-def _publish(trainable: TrainableEncoder, config: TrainConfig, output: Path) -> None:
+def _publish(save: Callable[[Path], None], output: Path) -> None:
     """Write the model into ``output`` beside ``training/``: saved to a temporary folder, moved in
     file by file, ``modules.json`` last (a folder without it is not a finished model)."""
     partial = output / ".model.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    save_model(trainable, config, partial)
+    save(partial)
     entries = sorted(partial.iterdir(), key=lambda p: p.name == "modules.json")
     for entry in entries:
         target = output / entry.name
@@ -353,7 +402,7 @@ def _write_record(
     losses: list[float],
     seconds: float,
     started: float,
-    encoder: Encoder,
+    device: str,
 ) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     record = {
@@ -371,7 +420,7 @@ def _write_record(
         "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "hardware": {
-            "device": str(encoder.device),
+            "device": device,
             "cpu": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
@@ -400,8 +449,12 @@ def _plot_loss(losses: list[float], path: Path, config: TrainConfig) -> None:
         smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
         ax.plot(range(window, len(losses) + 1), smooth, lw=1.6, label=f"mean of {window}")
     ax.set_xlabel("step")
-    ax.set_ylabel("InfoNCE loss")
-    ax.set_title(f"ragidx train: {config.pooling} pooling, positions {config.positions}")
+    if config.objective == "rerank":
+        ax.set_ylabel(f"{config.rerank_loss.upper()} loss")
+        ax.set_title(f"ragidx train: cross-encoder (rerank), {config.rerank_loss} loss")
+    else:
+        ax.set_ylabel("InfoNCE loss")
+        ax.set_title(f"ragidx train: {config.pooling} pooling, positions {config.positions}")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -172,3 +172,35 @@ def test_best_chunks_at_ingest_and_query(tmp_path: Path, tiny_model: Path, index
     assert refused.exit_code == 0  # a chunk-policy index whose documents all fit one window
     bad = runner.invoke(app, ["query", "alpha", "-i", str(index_dir), "--best-chunks", "0"])
     assert bad.exit_code == 2
+
+
+def test_query_rerank(hybrid_index: Path, tiny_cross_encoder: Path) -> None:
+    query = ["query", "Sentence 3 says river stone", "-i", str(hybrid_index), "-k", "3"]
+    reranked = runner.invoke(app, [*query, "--json", "--rerank", f"{tiny_cross_encoder}:8"])
+    assert reranked.exit_code == 0, reranked.output
+    hits = json.loads(reranked.stdout)
+    assert len(hits) == 3 and [h["rank"] for h in hits] == [1, 2, 3]
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    for hit in hits:
+        info = hit["rerank"]
+        assert info["score"] == hit["score"] and info["model"] == str(tiny_cross_encoder) and info["ms"] > 0
+        assert 1 <= info["first_stage_rank"] <= 8 and "first_stage_score" in info
+        assert hit["passage_span"] == {"char_start": info["char_start"], "char_end": info["char_end"]}
+    table = runner.invoke(app, [*query, "--rerank", str(tiny_cross_encoder)])
+    assert table.exit_code == 0, table.output
+    assert "reranked by" in table.stdout and "first stage #" in table.stdout
+    plain = json.loads(runner.invoke(app, [*query, "--json"]).stdout)
+    assert all("rerank" not in h for h in plain)
+
+
+def test_query_rerank_errors(hybrid_index: Path, tiny_cross_encoder: Path, tiny_model: Path) -> None:
+    query = ["query", "river", "-i", str(hybrid_index), "--rerank"]
+    zero = runner.invoke(app, [*query, f"{tiny_cross_encoder}:0"])
+    assert zero.exit_code == 2 and "give 1 or more (MODEL[:N]" in zero.stderr
+    missing = runner.invoke(app, [*query, "./no-such-reranker:5"])
+    assert missing.exit_code == 2  # as the embedding model's missing folder
+    assert missing.stderr.strip().startswith("error: rerank model ./no-such-reranker: no such folder;")
+    assert len(missing.stderr.strip().splitlines()) == 1
+    bi_encoder = runner.invoke(app, [*query, str(tiny_model)])
+    assert bi_encoder.exit_code == 1 and "not a cross-encoder" in bi_encoder.stderr

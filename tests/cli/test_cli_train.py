@@ -76,3 +76,31 @@ def test_bad_settings_and_data_are_one_line_errors(tmp_path: Path, tiny_model: P
         ],
     )
     assert broken.exit_code != 0 and "broken.jsonl:2:" in broken.output
+
+
+def test_train_a_reranker_from_the_command_line(tmp_path: Path, tiny_model: Path) -> None:
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    out = tmp_path / "reranker"
+    args = ["train", str(_pairs(tmp_path / "p.jsonl")), "-o", str(out), "-m", str(tiny_model)]
+    result = runner.invoke(
+        app,
+        [*args, "--objective", "rerank", "--steps", "2", "--batch-size", "3", "--device", "cpu", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["objective"] == "rerank" and summary["steps"] == 2 and summary["pairs"] == 12
+    scores = CrossEncoder(str(out), device="cpu").predict([("about bees", "bees are described here.")])
+    assert scores.shape == (1,)
+
+
+def test_rerank_with_positions_or_lmk_is_one_line_error(tmp_path: Path, tiny_model: Path) -> None:
+    pairs = _pairs(tmp_path / "p.jsonl")
+    base = ["train", str(pairs), "-o", str(tmp_path / "m"), "-m", str(tiny_model), "--objective", "rerank"]
+    for extra, named in ((["--positions", "pi"], "positions 'pi'"), (["--pooling", "lmk"], "pooling 'lmk'")):
+        bad = runner.invoke(app, [*base, *extra])
+        assert bad.exit_code == 2, bad.output
+        lines = bad.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and "objective 'rerank'" in lines[0]
+        assert named in lines[0]
+    assert not (tmp_path / "m").exists()

@@ -223,3 +223,23 @@ def test_only_serve_needs_the_web_framework() -> None:
         "cli/mcp.py",
         "integrations/server",
     }
+
+
+def test_serve_rerank_flag(
+    index_dir: Path,
+    tiny_cross_encoder: Path,
+    not_served: list[uvicorn.Config],
+    threads_restored: None,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    result = _serve(index_dir, "--rerank", f"{tiny_cross_encoder}:3", "-q")
+    assert result.exit_code == 0, result.output
+    with TestClient(not_served[0].app) as client:
+        assert client.get("/info").json()["rerank"]["top_n"] == 3
+        hits = client.post("/search", json={"text": "beta garden music", "k": 2}).json()["results"]
+        assert len(hits) == 2 and all(h["rerank"]["model"] == str(tiny_cross_encoder) for h in hits)
+    refused = _serve(index_dir, "--rerank", f"{tiny_cross_encoder}:0")
+    assert refused.exit_code == 2 and "give 1 or more" in refused.stderr
+    missing = _serve(index_dir, "--rerank", "/no/such/reranker")
+    assert missing.exit_code == 2 and "rerank model /no/such/reranker: no such folder" in missing.stderr

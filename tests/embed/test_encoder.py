@@ -177,7 +177,7 @@ def test_auto_precision_follows_the_cpu_probe_and_the_overrides(
     kept = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", dtype="float32"))
     assert kept.dtype == torch.float32
     # ONNX Runtime keeps a float32 torch model for the windows it leaves to torch
-    assert module._pick_dtype("auto", torch.device("cpu"), "onnx") == torch.float32
+    assert module.pick_dtype("auto", torch.device("cpu"), "onnx") == torch.float32
     monkeypatch.setenv(module.CPU_BFLOAT16_ENV, "0")
     assert module.cpu_bfloat16() is False
     monkeypatch.setenv(module.CPU_BFLOAT16_ENV, "maybe")

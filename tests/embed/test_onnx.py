@@ -3,6 +3,7 @@ models, the export cache, the windows left to torch, and the settings it refuses
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +170,193 @@ def test_settings_it_cannot_run_are_one_line_errors(
 ) -> None:
     with pytest.raises(ModelError, match=message):
         Encoder(EncoderConfig(model=str(tiny_model), **settings))  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- ready ONNX folders
+# A folder with a ready ONNX graph and its tokenizer, no torch weights (ModelFolder.onnx_ready), as
+# pipelines/fetch_bge_small_onnx.py makes for bge-small-en-v1.5: ONNX Runtime alone runs it.
+READY_TEXTS = [*TEXTS[:3], long_text(12, seed=4)]
+
+
+def _without_torch_weights(source: Path, folder: Path) -> Path:
+    """``source``'s files but its transformer's ``model.safetensors`` (a Dense layer's stay)."""
+    import shutil
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        return ["model.safetensors"] if Path(directory) == source else []
+
+    shutil.copytree(source, folder, ignore=ignore, dirs_exist_ok=True)
+    return folder
+
+
+def _export_from(source: Path, path: Path) -> None:
+    from transformers import AutoModel
+
+    from ragidx.embed.onnx import export
+
+    export(AutoModel.from_pretrained(source, add_pooling_layer=False).eval(), path)
+
+
+@pytest.fixture(scope="module")
+def ready_st(tiny_st_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny_st_model (CLS pooling, Dense 32→16 tanh, Normalize, prompts) as model.onnx and its int8
+    model_quantized.onnx, with the tokenizer and the sentence-transformers files."""
+    from ragidx.embed.onnx import quantize
+
+    folder = _without_torch_weights(tiny_st_model, tmp_path_factory.mktemp("ready-st"))
+    _export_from(tiny_st_model, folder / "model.onnx")
+    quantize(folder / "model.onnx", folder / "model_quantized.onnx", intermediate_size=0)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def ready_plain(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny_model (a plain transformers folder: mean pooling) as model.onnx alone."""
+    folder = _without_torch_weights(tiny_model, tmp_path_factory.mktemp("ready-plain"))
+    _export_from(tiny_model, folder / "model.onnx")
+    return folder
+
+
+def _direct(graph: Path, folder: Path, texts: list[str], prompt: str, pooling: str) -> np.ndarray:
+    """The reference: the tokenizer, ONNX Runtime on the graph one text at a time (no padding), the
+    pooling by hand, the folder's Dense layer (if any) and L2 normalisation."""
+    import json
+
+    import onnxruntime
+    from safetensors.numpy import load_file
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    session = onnxruntime.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    out = []
+    for text in texts:
+        encoded = tokenizer(prompt + text, return_tensors="np")
+        assert encoded["input_ids"].shape[1] <= TINY_WINDOW  # no truncation on either side
+        feed = {name: encoded[name].astype(np.int64) for name in names}
+        (hidden,) = session.run(["last_hidden_state"], feed)
+        vector = hidden[0, 0] if pooling == "cls" else hidden[0].mean(axis=0)
+        dense = folder / "2_Dense"
+        if dense.is_dir():
+            assert json.loads((dense / "config.json").read_text())["activation_function"].endswith("Tanh")
+            weights = load_file(str(dense / "model.safetensors"))
+            vector = np.tanh(weights["linear.weight"] @ vector + weights["linear.bias"])
+        out.append(vector / np.linalg.norm(vector))
+    return np.stack(out).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["auto", "int8"])
+def test_a_ready_graph_gives_onnxruntimes_vectors_with_the_folders_pooling(
+    ready_st: Path, dtype: str
+) -> None:
+    # int8: dynamic quantization scales each activation by its whole input, padding and batch mates
+    # included; a ready int8 graph runs each window alone, so batched windows get one-text vectors
+    encoder = Encoder(EncoderConfig(model=str(ready_st), dtype=dtype))  # type: ignore[arg-type]
+    assert encoder.onnx is not None and encoder.onnx.rows_alone == (dtype == "int8")
+    graph = ready_st / ("model_quantized.onnx" if dtype == "int8" else "model.onnx")
+    assert encoder.onnx is not None and encoder.onnx.path == graph
+    assert encoder.precision == ("onnx-int8" if dtype == "int8" else "onnx-float32")
+    assert encoder.device.type == "cpu" and encoder.pooling.modes == ("cls",) and encoder.dim == 16
+    for role, prompt in (("query", "query: "), ("document", "passage: ")):
+        ours, truncated = encoder.embed(READY_TEXTS, role=role)  # type: ignore[arg-type]
+        assert truncated == 0
+        np.testing.assert_allclose(ours, _direct(graph, ready_st, READY_TEXTS, prompt, "cls"), atol=2e-6)
+
+
+def test_a_plain_ready_folder_mean_pools_and_matches_its_torch_model(
+    ready_plain: Path, tiny_model: Path
+) -> None:
+    encoder = Encoder(EncoderConfig(model=str(ready_plain), backend="torch"))  # backend: no torch to run
+    assert encoder.onnx is not None and encoder.precision == "onnx-float32"
+    ours, _ = encoder.embed(READY_TEXTS, role="document")
+    np.testing.assert_allclose(
+        ours, _direct(ready_plain / "model.onnx", ready_plain, READY_TEXTS, "", "mean"), atol=2e-6
+    )
+    # the graph is the torch model's: the torch folder's vectors, to float32's operation order
+    theirs, _ = Encoder(EncoderConfig(model=str(tiny_model), device="cpu", dtype="float32")).embed(
+        READY_TEXTS
+    )
+    assert _cosines(ours, theirs).min() > FLOAT32_MIN_COSINE
+    # chunked long documents and late chunking's token states run on ONNX Runtime too
+    tokens = encoder.tokenize(long_text(200, seed=5))
+    windows = [encoder.window(tokens, at, at + 40) for at in range(0, len(tokens), 40)]
+    assert len(windows) > 3 and np.isfinite(encoder.embed_windows(windows)).all()
+    assert encoder.embed_segments(windows[:2], [[(1, 5)], [(1, 9)]])[1].shape == (1, encoder.hidden_size)
+
+
+def test_a_ready_folders_fingerprint_is_its_graphs(
+    ready_plain: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from ragidx.embed.models import resolve_model
+
+    ready = resolve_model(str(ready_plain))
+    assert ready.onnx_ready and not resolve_model(str(tiny_model)).onnx_ready
+    other = shutil.copytree(ready_plain, tmp_path / "other")
+    graph = bytearray((other / "model.onnx").read_bytes())
+    graph[-64:] = bytes(64)  # other weights, same size
+    (other / "model.onnx").write_bytes(bytes(graph))
+    assert resolve_model(str(other)).fingerprint() != ready.fingerprint()
+    # a torch folder with a stray graph keeps the fingerprint it had
+    torch_folder = shutil.copytree(tiny_model, tmp_path / "torch")
+    before = resolve_model(str(torch_folder)).fingerprint()
+    shutil.copy(other / "model.onnx", torch_folder / "model.onnx")
+    assert resolve_model(str(torch_folder)).fingerprint() == before
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"device": "cuda"}, r"holds only an ONNX graph \(model.onnx\) and .*; use --device cpu"),
+        ({"dtype": "bfloat16"}, r"runs at its own precision, not bfloat16; use --dtype auto"),
+        ({"dtype": "int8"}, r"no int8 ONNX graph \(it holds model.onnx \(float32\)\); use --dtype auto"),
+        ({"max_length": 2 * TINY_WINDOW}, rf"max_length {2 * TINY_WINDOW} exceeds the model's {TINY_WINDOW}"),
+    ],
+)
+def test_what_a_ready_graph_cannot_run_is_one_line(
+    ready_plain: Path, settings: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ModelError, match=message) as raised:
+        Encoder(EncoderConfig(model=str(ready_plain), **settings))  # type: ignore[arg-type]
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("extension", "what"),
+    [
+        (ExtensionConfig(method="pi", target_length=4 * TINY_WINDOW), "context extension (pi)"),
+        (ExtensionConfig(tau=0.9), "TempScale"),
+    ],
+)
+def test_context_extension_on_a_ready_graph_is_one_line(
+    ready_plain: Path, extension: ExtensionConfig, what: str
+) -> None:
+    with pytest.raises(ModelError, match=rf"{re.escape(what)} needs the torch weights; use chunk or pcw"):
+        Encoder(EncoderConfig(model=str(ready_plain)), extension=extension)
+
+
+def test_a_torch_forward_of_a_ready_graph_is_one_line(ready_plain: Path) -> None:
+    """Training and the probes run the torch model: a ready graph has none to run."""
+    import torch
+
+    encoder = Encoder(EncoderConfig(model=str(ready_plain)))
+    assert not list(encoder.model.parameters())
+    ids = torch.ones((1, 4), dtype=torch.long)
+    with pytest.raises(ModelError, match="holds only a ready ONNX graph .*no torch weights"):
+        encoder.model(input_ids=ids, attention_mask=ids)
+
+
+def test_an_index_of_a_ready_graph_reopens_with_it(ready_st: Path, tmp_path: Path) -> None:
+    from ragidx.index.directory import Index
+    from ragidx.ingestion.pipeline import ingest
+    from tests.conftest import tiny_config
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(READY_TEXTS):
+        (docs / f"{i}.txt").write_text(text, encoding="utf-8")
+    ingest([docs], tmp_path / "index", tiny_config(ready_st).override(model={"dtype": "int8"}))
+    index = Index.open(tmp_path / "index")
+    assert index.encoder.precision == "onnx-int8"
+    assert index.search(READY_TEXTS[1], k=1)[0].doc_id == "1.txt"

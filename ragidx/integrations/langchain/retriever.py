@@ -18,6 +18,11 @@ matching token/character span of a chunked or late-chunked document, else ``None
 its span in the document, how it was chosen, and the query's terms in the snippet); from a hybrid
 index also ``document_score`` and ``chunk_score``, the two cosines ``score`` fuses.
 
+``rerank`` (a cross-encoder as ``MODEL[:N]``, or :class:`~ragidx.search.options.Rerank`) re-scores
+the first stage's N best documents on their best passages (``ragidx.search.rerank``; loaded once per
+process): ``page_content`` is then the passage the cross-encoder preferred, ``score`` its score, and
+the metadata's ``rerank`` holds it with the first stage's score and rank and the time it took.
+
 ``filter`` (a dict in ragidx's filter language, ``ragidx.search.filters``, as ``ragidx query --where``
 and the server take it: ``{"tags": "bees", "year": {"$gte": 2020}, "source": "docs/*.md"}``; or a
 callable on a ``Document``) is applied while ranking, so a filtered search still returns ``k``
@@ -34,13 +39,13 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from ragidx.embed.config import EncoderConfig, HybridConfig
 from ragidx.index.directory import Index
 from ragidx.integrations._shared import SearchType, passage_bounds, result_metadata
 from ragidx.integrations.langchain.documents import MetadataFilter, record_filter, to_langchain
-from ragidx.search.options import LexicalWeight, Mode, Sentences
+from ragidx.search.options import LexicalWeight, Mode, Rerank, Sentences
 from ragidx.search.retriever import SearchResult
 
 
@@ -88,6 +93,17 @@ class RagidxRetriever(BaseRetriever):
         description="a chunked index: score a document by the mean of its N best chunks (default: as "
         "the index was ingested; 1: its best chunk)",
     )
+    rerank: Rerank | str | None = Field(
+        None,
+        description="re-score the first stage's N best documents with a cross-encoder, on their best "
+        "passages: 'MODEL[:N]' (a folder or hub id; N default 50) or a Rerank",
+    )
+
+    @field_validator("rerank")
+    @classmethod
+    def _rerank(cls, value: Rerank | str | None) -> Rerank | None:
+        """A spec string read once, when the retriever is made (a bad one fails here)."""
+        return None if value is None else Rerank.of(value)
 
     @classmethod
     def from_index(
@@ -129,6 +145,7 @@ class RagidxRetriever(BaseRetriever):
             mode=self.mode,
             lexical_weight=self.lexical_weight,
             sentences=self.sentences,
+            rerank=self.rerank,
         )
         return [self._document(r, kind) for r in results if threshold is None or r.score >= threshold]
 

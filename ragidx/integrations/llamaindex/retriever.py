@@ -19,6 +19,9 @@ carries the document's metadata plus ``doc_id``, ``source``, ``title``, ``score`
 sentence most similar to the query), as on the LangChain side
 (``ragidx.integrations.langchain.retriever``). ``filters`` (LlamaIndex ``MetadataFilters`` or a
 dict in ragidx's filter language) apply while ranking, so a filtered search still returns ``k``.
+``rerank`` (``MODEL[:N]`` or a :class:`~ragidx.search.options.Rerank`) re-scores the first stage's
+N best documents with a cross-encoder (``ragidx.search.rerank``): each node's text is then the passage
+it preferred and its metadata's ``rerank`` says how it was scored.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from ragidx.index.directory import Index
 from ragidx.integrations._shared import SearchType, passage_bounds
 from ragidx.integrations.llamaindex.nodes import Filters, result_node, to_filter
 from ragidx.search.filters import Filter
-from ragidx.search.options import LexicalWeight, Mode, Sentences
+from ragidx.search.options import LexicalWeight, Mode, Rerank, Sentences
 from ragidx.search.retriever import SearchResult
 
 SEARCH_TYPES: tuple[SearchType, ...] = ("passage", "document", "chunk")
@@ -60,12 +63,14 @@ class RagidxRetriever(BaseRetriever):
         sentences: Sentences | None = "lexical",
         best_chunks: int | None = None,
         hybrid: HybridConfig | None = None,
+        rerank: Rerank | str | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
         """``k``: how many documents (or chunks); ``mode``: dense, lexical (BM25) or hybrid (the
         default where the index has a lexical index); ``sentences``: how ``metadata["match"]`` is
-        chosen (lexical: no model call; dense: the index's encoder); the other options as on
+        chosen (lexical: no model call; dense: the index's encoder); ``rerank``: a cross-encoder
+        re-scores the first stage's best documents (``MODEL[:N]``); the other options as on
         ``ragidx.integrations.langchain.RagidxRetriever``."""
         if k < 1:
             raise ConfigError(f"k: {k}; give at least 1")
@@ -84,6 +89,7 @@ class RagidxRetriever(BaseRetriever):
         self.sentences = sentences
         self.best_chunks = best_chunks
         self.hybrid = hybrid
+        self.rerank = None if rerank is None else Rerank.of(rerank)  # a bad spec fails here
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -109,6 +115,7 @@ class RagidxRetriever(BaseRetriever):
             mode=self.mode,
             lexical_weight=self.lexical_weight,
             sentences=self.sentences,
+            rerank=self.rerank,
         )
         threshold = self.score_threshold
         return [self._node(r) for r in results if threshold is None or r.score >= threshold]

@@ -143,10 +143,16 @@ class SearchRequest(Strict):
     )
     with_text: bool = Field(False, description="include each document's full text")
     with_passage: bool = Field(False, description="include the text of the passage that matched")
+    rerank: bool = Field(
+        True,
+        description="with the server's reranker (ragidx serve --rerank MODEL[:N]), when it has one; false: "
+        "the first stage's ranking alone",
+    )
 
     def options(self) -> SearchKwargs:
-        """The keyword arguments of ``Index.search``."""
-        return {
+        """The keyword arguments of ``Index.search`` (``rerank`` None: the server's reranker skipped;
+        absent: ``LiveIndex.search`` adds the server's, if any)."""
+        options: SearchKwargs = {
             "where": None if self.where is None else Filter.from_mapping(self.where, max_values=MAX_IDS),
             "per": self.per,
             "mode": self.mode,
@@ -154,6 +160,9 @@ class SearchRequest(Strict):
             "best_chunks": self.best_chunks,
             "sentences": self.sentences,
         }
+        if not self.rerank:
+            options["rerank"] = None
+        return options
 
 
 class Hit(BaseModel):
@@ -178,6 +187,12 @@ class Hit(BaseModel):
     chunk_score: float | None = None
     dense_score: float | None = None
     lexical_score: float | None = None
+    rerank: dict[str, Any] | None = Field(
+        None,
+        description="reranked: the cross-encoder's score (score is the final one), the first stage's score "
+        "and rank, the passage it preferred (char_start, char_end: the passage and snippet shown), the "
+        "passages read and split, and this query's rerank time (ms)",
+    )
     text: str | None = Field(None, description="with_text: the document's full text")
     passage: str | None = Field(None, description="with_passage: the text that matched")
 
@@ -211,6 +226,9 @@ class Info(BaseModel):
         None, description="what searched the vectors: faiss-gpu, torch-cuda float32|float16 or faiss-cpu"
     )
     model: str
+    rerank: dict[str, Any] | None = Field(
+        None, description="the reranking stage of every search (ragidx serve --rerank): model, top_n, …"
+    )
     lexical: bool = Field(description="whether the index has a BM25 index (modes lexical and hybrid)")
     default_mode: str
     threads: int = Field(description="torch CPU threads per query")

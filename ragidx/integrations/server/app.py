@@ -143,7 +143,8 @@ def create_app(live: LiveIndex, *, threads: int, limits: Limits | None = None) -
         if cost.units > bounds.work_budget:
             refusal = over_budget(checked, cost, bounds.work_budget)
             return _invalid(refusal, [{"loc": ["body", "k"], "msg": refusal, "type": "work_budget"}])
-        lane = heavy if cost.units > LIGHT_WORK else light
+        reranked = checked.rerank and live.rerank is not None  # a model pass per document: heavy
+        lane = heavy if cost.units > LIGHT_WORK or reranked else light
         return await _run(lane, deadline, _answer, live, checked, deadline)
 
     async def _run(lane: Lane, deadline: Deadline, call: Callable[..., T], *args: Any) -> T | JSONResponse:
@@ -198,6 +199,7 @@ def create_app(live: LiveIndex, *, threads: int, limits: Limits | None = None) -
             vectors=manifest.counts.vectors,
             search_backend=generation.index.search_backend,
             model=manifest.encoder.name,
+            rerank=None if live.rerank is None else live.rerank.model_dump(),
             lexical=generation.index.lexical is not None,
             default_mode=live.default_mode(),
             threads=threads,

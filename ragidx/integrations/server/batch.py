@@ -10,9 +10,10 @@ are searched. The answers come in the order of the queries.
 A batch costs the sum of its queries' work (:func:`~ragidx.integrations.server.limits.work`):
 over the server's budget it is refused (422, saying how many such queries would fit); over
 :data:`~ragidx.integrations.server.limits.LIGHT_WORK` it runs in the heavy lane. The queries run
-through :meth:`ragidx.index.directory.Index.search_many` (one model call for all of them); those
-without a word BM25 can search (only stop words) run in mode dense, in a second call, with the
-note ``/search`` gives them.
+through :meth:`ragidx.index.directory.Index.search_many` (one model call for all of them, FAISS
+searched for all at once, each document read and each matched region cut and analysed once:
+``ragidx.search.snippets.Shared``); those without a word BM25 can search (only stop words) run in
+mode dense, in a second call, with the note ``/search`` gives them.
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ class BatchRequest(Strict):
     sentences: Sentences = Field("lexical", description="as /search (each query's results)")
     with_text: bool = Field(False, description="as /search")
     with_passage: bool = Field(False, description="as /search")
+    rerank: bool = Field(
+        True,
+        description="as /search: with the server's reranker (ragidx serve --rerank), when it has one; "
+        "false: the first stage alone",
+    )
 
     def search(self, text: str) -> SearchRequest:
         """The ``/search`` request of one of the queries (already validated: not checked again)."""
@@ -135,7 +141,8 @@ def register(app: FastAPI, serving: Serving) -> None:
                 "request, or ask less of each (k, sentences, with_text, where)"
             )
             return invalid(refusal, [{"loc": ["body", "queries"], "msg": refusal, "type": "work_budget"}])
-        lane = heavy if units > LIGHT_WORK else light
+        reranked = asked.rerank and live.rerank is not None  # a model pass per document: heavy
+        lane = heavy if units > LIGHT_WORK or reranked else light
         answer: Response = await run(lane, deadline, answer_batch, live, asked, deadline)
         return answer
 
@@ -148,6 +155,8 @@ def answer_batch(live: LiveIndex, asked: BatchRequest, deadline: Deadline) -> Re
     index = generation.index
     options: SearchKwargs = deadline.guard(asked.search(asked.queries[0]).options())
     mode = index.search_mode(**options)
+    if live.rerank is not None and "rerank" not in options:  # as LiveIndex.search: the server's reranker
+        options["rerank"] = live.rerank
     slots: list[dict[str, Any]] = [{"query": text} for text in asked.queries]
     plain: list[int] = []
     dense: list[int] = []  # no word BM25 can search: dense, as /search does

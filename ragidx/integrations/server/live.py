@@ -14,6 +14,11 @@ parameters, row maps, the tokenizer's settings) is built by the warm-up searches
 before the generation is served. Each search's torch and FAISS work runs on its own thread, at the
 process's thread count (see ``ragidx.cli.threads``). Notes go in each answer, not through
 :mod:`warnings` (whose capture is process-wide, not per thread).
+
+With ``rerank`` (``ragidx serve --rerank MODEL[:N]``) every search is reranked by that cross-encoder
+unless it asks not to be (``ragidx.search.rerank``); the cross-encoder is loaded once, by the first
+generation's warm-up (a model that cannot load stops the server before it serves), and shared by
+every generation after it.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ragidx.embed.config import EncoderConfig
 from ragidx.errors import ConfigError, ModelError, RagidxError
 from ragidx.index.directory import Index
 from ragidx.index.manifest import MANIFEST_NAME, Manifest
-from ragidx.search.options import SearchKwargs
+from ragidx.search.options import Rerank, SearchKwargs
 from ragidx.search.retriever import SearchResult
 
 WARM_UP = "warm up the model"  # the query run on each new generation before it is served
@@ -73,7 +78,8 @@ class LiveIndex:
 
     ``encoder_config``: run-time encoder settings (device, a model to check against the index's).
     ``reload_interval``: seconds between looks at the manifest once :meth:`start` runs the watcher
-    (0: never; :meth:`check` looks once)."""
+    (0: never; :meth:`check` looks once). ``rerank``: the reranking stage of every search (None:
+    none)."""
 
     def __init__(
         self,
@@ -81,9 +87,11 @@ class LiveIndex:
         *,
         encoder_config: EncoderConfig | None = None,
         reload_interval: float = 2.0,
+        rerank: Rerank | str | None = None,
     ):
         self.directory = Path(directory)
         self.reload_interval = reload_interval
+        self.rerank = None if rerank is None else Rerank.of(rerank)
         self.reload_error: str | None = None
         self._encoder_config = encoder_config
         self._check_lock = threading.Lock()
@@ -95,6 +103,7 @@ class LiveIndex:
     # ----------------------------------------------------------------------------- searching
     def search(self, text: str, k: int, options: SearchKwargs) -> Answer:
         """``Index.search`` on the current generation; safe to call from several threads at once.
+        With :attr:`rerank` unless ``options`` say ``rerank`` themselves (None: not reranked).
         A query without a word BM25 can search runs in mode dense, with a note saying so (what the
         retriever would do with a :class:`~ragidx.search.retriever.SearchNote` warning). Raises
         :class:`~ragidx.errors.RagidxError` for a search the index cannot run (e.g. mode lexical
@@ -103,6 +112,8 @@ class LiveIndex:
         start = time.perf_counter()
         mode = generation.index.search_mode(**options)  # what it runs in
         notes = []
+        if self.rerank is not None and "rerank" not in options:
+            options = {**options, "rerank": self.rerank}
         lexical = generation.index.lexical
         if mode != "dense" and lexical is not None and not lexical.query_terms(text):
             notes.append(NO_TERMS.format(text=text))
@@ -168,7 +179,7 @@ class LiveIndex:
                 raise
             index = Index.open(self.directory, encoder_config=config)  # re-created with another model
         if not index.external:
-            index.search(WARM_UP, k=1)
+            index.search(WARM_UP, k=1, rerank=self.rerank)  # loads the reranker before serving
             for options in _warm_ups(index):
                 with contextlib.suppress(ConfigError):  # a kind this index cannot run: never served
                     index.search(WARM_UP, k=1, **options)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from ragidx.cli import app
 from ragidx.embed.config import HybridConfig
 from ragidx.embed.encoder import Encoder
+from ragidx.errors import ConfigError
 from ragidx.index.directory import Index
 from ragidx.integrations.langchain import RagidxRetriever
 
@@ -212,3 +213,21 @@ def test_retriever_on_a_late_index_with_a_vector_budget(tmp_path: Path, tiny_mod
     assert sorted(d.id for d in found) == ["d0.txt", "d1.txt", "d2.txt"]
     assert {d.metadata["embed_mode"] for d in found} == {"late"}
     assert {d.metadata["chunk"]["ordinal"] for d in found} <= {0, 1}  # two vectors per document
+
+
+# ----------------------------------------------------------------------------- reranking
+def test_rerank_returns_the_reranked_passages(hybrid_index: Path, tiny_cross_encoder: Path) -> None:
+    query = "Sentence 3 says river stone"
+    retriever = RagidxRetriever.from_index(hybrid_index, k=3, device="cpu", rerank=f"{tiny_cross_encoder}:8")
+    docs = retriever.invoke(query)
+    hits = Index.open(hybrid_index).search(query, k=3, rerank=f"{tiny_cross_encoder}:8")
+    assert [d.id for d in docs] == [h.doc_id for h in hits] and len(docs) == 3
+    for doc, hit in zip(docs, hits, strict=True):
+        info = doc.metadata["rerank"]
+        assert hit.rerank is not None and info["score"] == pytest.approx(hit.rerank["score"])
+        assert doc.metadata["score"] == pytest.approx(info["score"])
+        assert doc.page_content == hit.text[info["char_start"] : info["char_end"]]  # the preferred passage
+    scores = [d.metadata["score"] for d in docs]
+    assert scores == sorted(scores, reverse=True)
+    with pytest.raises(ConfigError, match="give 1 or more"):
+        RagidxRetriever.from_index(hybrid_index, rerank=f"{tiny_cross_encoder}:0")

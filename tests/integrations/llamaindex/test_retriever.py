@@ -154,3 +154,19 @@ def test_same_top_k_as_langchain_on_the_examples_with_the_bundled_model(
             ]
     (top,) = RagidxRetriever(index, 1).retrieve("Who designed the Eddystone tower?")
     assert top.node.node_id == "lighthouses.txt" and "Eddystone" in top.node.get_content()
+
+
+def test_rerank_gives_the_same_nodes_as_langchain(chunked: Index, tiny_cross_encoder: Path) -> None:
+    query = long_text(140, seed=12)[300:420]
+    spec = f"{tiny_cross_encoder}:6"
+    nodes = RagidxRetriever(chunked, 3, rerank=spec).retrieve(query)
+    documents = lc.RagidxRetriever(index=chunked, k=3, rerank=spec).invoke(query)
+    for node, document in zip(nodes, documents, strict=True):
+        node.node.metadata["rerank"].pop("ms"), document.metadata["rerank"].pop("ms")  # the time differs
+    _same(nodes, documents)
+    for node in nodes:
+        info = node.node.metadata["rerank"]
+        assert node.score == pytest.approx(info["score"])
+        assert (node.node.start_char_idx, node.node.end_char_idx) == (info["char_start"], info["char_end"])
+    with pytest.raises(ConfigError, match="give 1 or more"):
+        RagidxRetriever(chunked, rerank=f"{tiny_cross_encoder}:0")

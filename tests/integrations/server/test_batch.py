@@ -78,6 +78,28 @@ def test_one_model_call_for_the_whole_batch(served: Running, monkeypatch: pytest
     assert calls == [20]
 
 
+def test_a_hybrid_batch_makes_one_model_call_and_one_faiss_search(
+    served: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = served.live.current.index
+    calls: dict[str, list[int]] = {"embed": [], "nearest": []}
+    embed, nearest = index.encoder.embed, index.nearest
+
+    def embedded(texts: list[str], *args: Any, **kwargs: Any) -> Any:
+        calls["embed"].append(len(texts))
+        return embed(texts, *args, **kwargs)
+
+    def searched(queries: Any, n: int, *args: Any, **kwargs: Any) -> Any:
+        calls["nearest"].append(len(queries))
+        return nearest(queries, n, *args, **kwargs)
+
+    monkeypatch.setattr(index.encoder, "embed", embedded)
+    monkeypatch.setattr(index, "nearest", searched)
+    reply = _batch(served, queries=[f"alpha river {i}" for i in range(20)])  # hybrid by default
+    assert reply.status_code == 200 and {a["mode"] for a in reply.json()["answers"]} == {"hybrid"}
+    assert calls == {"embed": [20], "nearest": [20]}
+
+
 def test_a_bad_query_gets_its_own_error_and_the_rest_are_answered(served: Running) -> None:
     long = "x" * (MAX_TEXT_CHARS + 1)
     reply = _batch(served, queries=["alpha", "  ", long, "beta"])
@@ -128,5 +150,30 @@ def test_a_batch_costs_the_sum_of_its_queries(index_dir: Path) -> None:
             "send at most 3 such queries a request, or ask less of each (k, sentences, with_text, where)"
         )
         assert running.client.get("/info").json()["limits"]["batch_queries"] == MAX_QUERIES
+    finally:
+        running.stop()
+
+
+def test_a_reranking_server_reranks_its_batches_as_its_single_searches(
+    index_dir: Path, tiny_cross_encoder: Path
+) -> None:
+    """`ragidx serve --rerank`: every batch answer is the reranked /search answer (scores, order,
+    the preferred passage), and ``"rerank": false`` gives the first stage alone, as /search does."""
+
+    def timeless(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {**h, "rerank": {**h["rerank"], "ms": 0, "pairs": 0}} if "rerank" in h else h for h in results
+        ]
+
+    running = Running(LiveIndex(index_dir, reload_interval=0, rerank=f"{tiny_cross_encoder}:4"))
+    try:
+        queries = ["alpha river", "winter harbor"]
+        for rerank in (True, False):
+            reply = running.client.post("/search/batch", json={"queries": queries, "k": 3, "rerank": rerank})
+            assert reply.status_code == 200, reply.text
+            for query, answer in zip(queries, reply.json()["answers"], strict=True):
+                single = running.search(text=query, k=3, rerank=rerank).json()["results"]
+                assert timeless(answer["results"]) == timeless(single)
+                assert all(("rerank" in h) is rerank for h in answer["results"])
     finally:
         running.stop()

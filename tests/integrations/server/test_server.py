@@ -342,3 +342,24 @@ def test_check_without_a_change_reads_nothing(own_index: Path, monkeypatch: pyte
     monkeypatch.setattr(Index, "open", lambda *a, **k: pytest.fail("reopened an unchanged index"))
     assert live.check() is False
     assert live.current.number == 1
+
+
+# --------------------------------------------------------------------------------- reranking
+def test_a_reranking_server_reranks_unless_asked_not_to(index_dir: Path, tiny_cross_encoder: Path) -> None:
+    spec = f"{tiny_cross_encoder}:4"
+    running = Running(LiveIndex(index_dir, reload_interval=0, rerank=spec))
+    try:
+        body = running.search(text="Sentence 12 says", k=3, with_passage=True).json()
+        expected = Index.open(index_dir).search("Sentence 12 says", k=3, sentences="lexical", rerank=spec)
+        assert [h["doc_id"] for h in body["results"]] == [r.doc_id for r in expected]
+        for hit, result in zip(body["results"], expected, strict=True):
+            assert set(hit) <= Hit.model_fields.keys()
+            assert hit["score"] == pytest.approx(result.score, abs=1e-6)
+            info = hit["rerank"]
+            assert info["score"] == hit["score"] and info["first_stage_rank"] >= 1
+            assert hit["passage"] == result.text[info["char_start"] : info["char_end"]]
+        plain = running.search(text="Sentence 12 says", k=3, rerank=False).json()["results"]
+        assert all("rerank" not in h for h in plain)
+        assert running.client.get("/info").json()["rerank"]["model"] == spec.rsplit(":", 1)[0]
+    finally:
+        running.stop()
