@@ -41,6 +41,7 @@ import os
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from ragidx.index.lexical import Analyzer
 
 HEADS = ("ForSequenceClassification", "ForCausalLM")  # architectures a CrossEncoder scores with
+TEXT_CACHE = 512  # whole texts whose tokens a Reranker keeps between queries
 QUERY_SHARE = 0.75  # a query may take at most this share of the window; longer ones are cut (a note)
 
 
@@ -142,6 +144,9 @@ class Reranker:
         self.window = int(min(window, 1 << 20))  # tokens of one query-passage pair, special tokens included
         self.specials = int(self.tokenizer.num_special_tokens_to_add(pair=True))
         self._lock = threading.Lock()
+        # whole texts' token offsets and sentence ends, the most recent TEXT_CACHE of them: a run
+        # reranks the same documents for query after query (``ragidx eval``: whole meetings)
+        self._texts: OrderedDict[str, tuple[list[Span], set[int] | None]] = OrderedDict()
 
     # ----------------------------------------------------------------------------- loading
     @classmethod
@@ -295,15 +300,12 @@ class Reranker:
         as long as it can be, ending at the last sentence end in its second half, else at the last
         word start (a token after a space)."""
         budget = max(budget, 1)
-        encoded = self.tokenizer(
-            text[lo:hi], add_special_tokens=False, return_offsets_mapping=True, verbose=False
-        )
-        offsets = [(lo + a, lo + b) for a, b in encoded["offset_mapping"] if b > a]
+        offsets = self._offsets(text, lo, hi)
         if not offsets:
             return []
         if len(offsets) <= budget:
             return [(offsets[0][0], offsets[-1][1])]
-        ends = {end for _, end in sentences(text, lo, hi)}
+        ends = self._ends(text, lo, hi)
         out: list[Span] = []
         first = 0
         while first < len(offsets):
@@ -318,6 +320,33 @@ class Reranker:
             out.append((offsets[first][0], offsets[stop - 1][1]))
             first = stop
         return out
+
+    def _offsets(self, text: str, lo: int, hi: int) -> list[Span]:
+        """The tokens of ``text[lo:hi]`` as character spans (empty ones left out); a whole text's
+        are kept for the next queries (the most recent :data:`TEXT_CACHE` texts)."""
+        whole = lo == 0 and hi == len(text)
+        if whole and text in self._texts:
+            self._texts.move_to_end(text)
+            return self._texts[text][0]
+        encoded = self.tokenizer(
+            text[lo:hi], add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
+        offsets = [(lo + a, lo + b) for a, b in encoded["offset_mapping"] if b > a]
+        if whole:
+            self._texts[text] = (offsets, None)
+            if len(self._texts) > TEXT_CACHE:
+                self._texts.popitem(last=False)
+        return offsets
+
+    def _ends(self, text: str, lo: int, hi: int) -> set[int]:
+        """Where the sentences of ``text[lo:hi]`` end (a whole text's kept with its tokens)."""
+        cached = self._texts.get(text) if lo == 0 and hi == len(text) else None
+        if cached is not None and cached[1] is not None:
+            return cached[1]
+        ends = {end for _, end in sentences(text, lo, hi)}
+        if cached is not None:
+            self._texts[text] = (cached[0], ends)
+        return ends
 
     def _count(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -228,3 +229,30 @@ def test_index_search_per_chunk_and_bad_settings(corpus_index: Path, tiny_cross_
         index.search(QUERY, 3, rerank=f"{tiny_cross_encoder}:0")
     with pytest.raises(ModelPathError, match="no such folder"):
         index.search(QUERY, 3, rerank="./not-here:5")
+
+
+def test_a_whole_text_is_tokenized_once_across_queries(tiny_cross_encoder: Path) -> None:
+    """A run reranks the same documents query after query: each whole text is tokenized once (the
+    next queries reuse its tokens and sentence ends), and the results are what a fresh reranker gives."""
+    texts = {d: long_text(150, seed=s) + " Here the bees waggle and dance. " for d, s in (("a", 6), ("b", 7))}
+    queries = [QUERY, "where are the flowers", QUERY]
+    fresh = [
+        Reranker(Reranker.load(str(tiny_cross_encoder), "cpu", "float32").model, "fresh") for _ in queries
+    ]
+    reranker = Reranker(fresh[0].model, "cached")
+    calls: list[int] = []
+    real = reranker.tokenizer.__call__
+
+    def counting(text: object, *args: object, **kwargs: object) -> object:
+        if isinstance(text, str) and text in texts.values():
+            calls.append(len(text))
+        return real(text, *args, **kwargs)
+
+    reranker.tokenizer = cast(Any, counting)
+    runs = [reranker.rerank_ids(q, ["a", "b"], [1.0, 0.5], texts, passages=2) for q in queries]
+    assert len(calls) == 2  # one per document, not one per query and document
+    for query, run, other in zip(queries, runs, fresh, strict=True):
+        again = other.rerank_ids(query, ["a", "b"], [1.0, 0.5], texts, passages=2)
+        assert [(r.doc_id, r.span, r.rerank_score) for r in run.results] == [
+            (r.doc_id, r.span, r.rerank_score) for r in again.results
+        ]
