@@ -114,6 +114,18 @@ def _plain(results: list[Any]) -> list[dict[str, Any]]:
     return [r.to_dict(with_text=True) | {"passage": r.passage} for r in results]
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal, floats within 1e-6: FAISS may sum a query's products in another order inside a
+    batch than alone (some versions do: 1e-7 apart); everything else exactly."""
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-6
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 @pytest.mark.parametrize(
     "options",
     [{}, {"mode": "lexical"}, {"mode": "dense"}, {"where": {"source": "*d[0-3].txt"}}, {"per": "chunk"}],
@@ -125,7 +137,7 @@ def test_a_batch_gives_each_query_what_it_gets_alone(index_dir: Path, options: d
     together = index.search_by_vectors(BATCH, vectors, 5, **options)
     for i, query in enumerate(BATCH):
         alone = index.search_by_vectors([query], vectors[i : i + 1], 5, **options)[0]
-        assert _plain(together[i]) == _plain(alone)  # ids, scores, snippets, matches, spans, passages
+        assert _same(_plain(together[i]), _plain(alone)), query  # ids, scores, snippets, matches, spans
     assert any(r.match and r.match["terms"] for results in together for r in results)
 
 
