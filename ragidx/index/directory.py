@@ -50,6 +50,7 @@ import errno
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
@@ -68,7 +69,7 @@ from ragidx.errors import (
 )
 from ragidx.index.config import FaissConfig, LexicalConfig
 from ragidx.index.faiss_index import FaissIndex
-from ragidx.index.lexical import LexicalIndex, analyse
+from ragidx.index.lexical import LexicalIndex, Postings, analyse
 from ragidx.index.manifest import (
     BACKUP_NAME,
     FORMAT_VERSION,
@@ -443,13 +444,16 @@ class Index:
         vectors: np.ndarray,
         spans: list[VectorRecord],
         text: Iterable[str] | None = None,
+        postings: Postings | None = None,
     ) -> None:
         """Add one document with its vectors (``spans[i]`` describes ``vectors[i]``; ids are
         assigned here). A document with the same id is replaced. In a hybrid index the span with
         ordinal -1 is the document-level vector: exactly one per document. The lexical index
         analyses ``document.text``, or ``text`` when given (a streamed file's whole text, in
-        pieces cut at whitespace). An id with a control character is refused, as ingest refuses
-        it: it would break (or drive the terminal from) every line that shows it."""
+        pieces cut at whitespace), unless ``postings`` are given: this document's analysis, made
+        ahead with this index's analyzer (ingest analyses a batch while the one before embeds). An
+        id with a control character is refused, as ingest refuses it: it would break (or drive the
+        terminal from) every line that shows it."""
         control = ID_CONTROL.search(document.doc_id)
         if control is not None:
             raise InputError(
@@ -479,7 +483,11 @@ class Index:
             self._pending_documents.append((vectors[document_level], ids[document_level]))
         self.store.add(document, spans)
         if self.lexical is not None:
-            self.lexical.add(analyse(self.lexical.analyzer, [document.doc_id], [text or [document.text]]))
+            if postings is None:
+                postings = analyse(self.lexical.analyzer, [document.doc_id], [text or [document.text]])
+            elif postings.doc_ids != [document.doc_id]:
+                raise ValueError(f"postings of {postings.doc_ids} given for document {document.doc_id!r}")
+            self.lexical.add(postings)
 
     def enable_lexical(self, config: LexicalConfig) -> None:
         """Add a lexical index to an index that has none (one written before ragidx 0.2, or built
@@ -555,10 +563,15 @@ class Index:
         payloads = _faiss_keys(shards)
         if self.document_vectors is not None:
             payloads[DOCUMENT_KEY] = self.document_vectors.to_bytes()
-        # the FAISS files' block CRCs go in the vector-rows file, for repair (ragidx.index.salvage)
-        payloads["documents"], payloads["chunks"] = self.store.to_bytes(block_checks(payloads))
-        if self.lexical is not None:
-            payloads[LEXICAL_KEY] = self.lexical.to_bytes()
+        # the FAISS files' block CRCs go in the vector-rows file, for repair (ragidx.index.salvage);
+        # the store's Parquet files are written in a thread (Arrow releases the GIL) while this one
+        # merges and packs the lexical index
+        with ThreadPoolExecutor(1, thread_name_prefix="ragidx-commit") as writer:
+            store = writer.submit(self.store.to_bytes, block_checks(payloads))
+            lexical = self.lexical.to_bytes() if self.lexical is not None else None
+            payloads["documents"], payloads["chunks"] = store.result()
+        if lexical is not None:
+            payloads[LEXICAL_KEY] = lexical
         names = {key: _faiss_file(key, generation) for key in payloads if key.startswith("faiss")}
         if LEXICAL_KEY in payloads:
             names[LEXICAL_KEY] = f"lexical-{generation:06d}.npz"

@@ -82,21 +82,29 @@ class Analyzer:
         """The terms of ``text`` in order (stop words removed, stemmed)."""
         if self.config.lowercase:
             text = text.lower()
-        tokens: list[str] = []
-        for token in _TOKEN.findall(text):
-            if _IS_CJK.match(token):
-                tokens += [token] if len(token) == 1 else [token[i : i + 2] for i in range(len(token) - 1)]
-            elif len(token) <= MAX_TERM_CHARS and token not in self.stopwords:
-                tokens.append(token)
+        stopwords = self.stopwords
+        tokens: list[str]
+        if _IS_CJK.search(text) is None:  # the common case, one comprehension (no CJK run to split)
+            tokens = [t for t in _TOKEN.findall(text) if len(t) <= MAX_TERM_CHARS and t not in stopwords]
+        else:
+            tokens = []
+            for token in _TOKEN.findall(text):
+                if _IS_CJK.match(token):
+                    tokens += (
+                        [token] if len(token) == 1 else [token[i : i + 2] for i in range(len(token) - 1)]
+                    )
+                elif len(token) <= MAX_TERM_CHARS and token not in stopwords:
+                    tokens.append(token)
         if self._stem is None:
             return tokens
-        unknown = [t for t in set(tokens) if t not in self._stems]
+        stems = self._stems
+        unknown = [t for t in set(tokens) if t not in stems]
         if unknown:
-            self._stems.update(zip(unknown, self._stem(unknown), strict=True))
-            if len(self._stems) > 1_000_000:  # bound the cache on huge vocabularies
-                self._stems.clear()
+            stems.update(zip(unknown, self._stem(unknown), strict=True))
+            if len(stems) > 1_000_000:  # bound the cache on huge vocabularies
+                stems.clear()
                 return self._stem(tokens)
-        return [self._stems[t] for t in tokens]
+        return list(map(stems.__getitem__, tokens))
 
 
 def _stemmer(language: str) -> Callable[[list[str]], list[str]] | None:
@@ -175,11 +183,13 @@ class _Builder:
         self.tfs = array("i")
 
     def add(self, doc_id: str, counts: Counter[str]) -> None:
+        vocab = self.vocab
         self.doc_ids.append(doc_id)
         self.lengths.append(sum(counts.values()))
-        for term, tf in counts.items():
-            self.term_ids.append(self.vocab.setdefault(term, len(self.vocab)))
-            self.tfs.append(tf)
+        new = [term for term in counts if term not in vocab]  # numbered in order of first sight
+        vocab.update(zip(new, range(len(vocab), len(vocab) + len(new)), strict=True))
+        self.term_ids.extend(map(vocab.__getitem__, counts))
+        self.tfs.extend(counts.values())
         self.ptr.append(len(self.term_ids))
 
     def postings(self) -> Postings:
@@ -310,7 +320,9 @@ class LexicalIndex:
         lengths = [self.lengths[keep]]
         vocab = dict(self._vocab)
         for batch in self._pending:
-            remap = np.array([vocab.setdefault(t, len(vocab)) for t in batch.terms], dtype=np.int32)
+            new = [t for t in batch.terms if t not in vocab]  # a batch's terms are distinct
+            vocab.update(zip(new, range(len(vocab), len(vocab) + len(new)), strict=True))
+            remap = np.fromiter(map(vocab.__getitem__, batch.terms), dtype=np.int32, count=len(batch.terms))
             rows = np.repeat(np.arange(len(batch.doc_ids), dtype=np.int32), np.diff(batch.doc_ptr))
             parts_terms.append(remap[batch.term_ids] if len(batch.term_ids) else np.zeros(0, np.int32))
             parts_docs.append(rows + np.int32(len(doc_ids)))

@@ -119,6 +119,19 @@ class VectorRecord:
     char_end: int
 
 
+def _vector_row(record: VectorRecord) -> dict[str, Any]:
+    """``asdict(record)`` without its recursive copy (every field is an int or a str)."""
+    return {
+        "vid": record.vid,
+        "doc_id": record.doc_id,
+        "ordinal": record.ordinal,
+        "tok_start": record.tok_start,
+        "tok_end": record.tok_end,
+        "char_start": record.char_start,
+        "char_end": record.char_end,
+    }
+
+
 class Store:
     """Documents and vector rows; see the module docstring."""
 
@@ -156,7 +169,7 @@ class Store:
         return cls(docs, vecs)
 
     def to_bytes(self, checks: dict[str, str] | None = None) -> tuple[bytes, bytes]:
-        """(documents, vectors) as Parquet files (zstd), written for salvage (see
+        """(documents, vectors) as Parquet files (texts zstd), written for salvage (see
         ``ragidx.index.salvage``): small row groups (:data:`SALVAGE_ROW_GROUPS` or fewer, a
         document's text in its own group from :data:`SALVAGE_GROUP_BYTES` on), a CRC on every page,
         and in the vectors file's key-value metadata a copy of the documents file's footer
@@ -178,7 +191,7 @@ class Store:
         self._new_docs.pop(document.doc_id, None)  # re-queued: goes to the end
         self._new_vectors.pop(document.doc_id, None)
         self._new_docs[document.doc_id] = document.to_row()
-        self._new_vectors[document.doc_id] = [asdict(v) for v in vectors]
+        self._new_vectors[document.doc_id] = [_vector_row(v) for v in vectors]
 
     def remove(self, doc_ids: set[str]) -> np.ndarray:
         """Drop documents (unknown ids are ignored); returns the vector ids that belonged to them,
@@ -381,11 +394,14 @@ def _write_parquet(table: pa.Table, groups: list[int]) -> bytes:
     sink = io.BytesIO()
     # no min/max statistics (nothing reads them: tables are read whole; for the texts they cost ~5
     # copies of a text) and no dictionaries (per small row group they cost more than they save, and
-    # a damaged dictionary page loses its whole column chunk)
+    # a damaged dictionary page loses its whole column chunk); zstd for the texts only: the other
+    # columns' pages are a few bytes each in these small row groups, where a codec costs more time
+    # than it saves bytes (all zstd: twice the time of a commit's Parquet writes, the same size)
+    compression = {name: "zstd" if name == "text" else "none" for name in table.column_names}
     with pq.ParquetWriter(
         sink,
         table.schema,
-        compression="zstd",
+        compression=compression,
         write_statistics=False,
         use_dictionary=False,
         write_page_checksum=True,

@@ -56,6 +56,7 @@ from ragidx.embed.plan import EmbedPlan
 from ragidx.embed.pooling import l2_normalize
 from ragidx.errors import ConfigError, InputError
 from ragidx.index.directory import STAGING_NAME, Index
+from ragidx.index.lexical import Postings, analyse
 from ragidx.index.lock import WriterLock
 from ragidx.index.manifest import now
 from ragidx.index.store import DocumentRecord, VectorRecord
@@ -186,6 +187,7 @@ class _Planned:
     replaces: bool
     vectors: np.ndarray | None = None  # final vectors, once embedded or taken from a checkpoint
     rows: list[VectorRecord] | None = None
+    postings: Postings | None = None  # its lexical analysis, made while the batch before is embedded
 
 
 def ingest(
@@ -504,7 +506,10 @@ class _Run:
         if vectors is None and self._checkpointed_inside(doc_plan):
             self.take_streamed(item, digest, previous is not None)
             return
-        self.pending.append(_Planned(item, digest, tokens, doc_plan, previous is not None, vectors))
+        postings = self.analyse(item)
+        self.pending.append(
+            _Planned(item, digest, tokens, doc_plan, previous is not None, vectors, postings=postings)
+        )
         self.progress.planned(item, doc_plan.n_embedded)
         if vectors is not None:
             self.progress.embedded(doc_plan.n_embedded)
@@ -512,6 +517,16 @@ class _Run:
         self.planned_tokens += doc_plan.n_embedded
         if self.planned_tokens >= self.batch_tokens:
             self.submit()
+
+    def analyse(self, item: Document) -> Postings | None:
+        """``item``'s lexical postings (None without a lexical index), made when it is planned, so
+        that adding its batch later costs no analysis (the index's own :func:`analyse`, by pieces
+        for a long text as :meth:`add` would)."""
+        lexical = self.index.lexical
+        if lexical is None:
+            return None
+        text = item.text if len(item.text) <= PIECE_CHARS else (piece for piece, _ in whitespace_pieces(item))
+        return analyse(lexical.analyzer, [item.doc_id], [text])
 
     def _checkpointed_inside(self, doc_plan: EmbedPlan) -> bool:
         return checkpointed_inside(doc_plan, self.batch_tokens, self.encoder, self.long_doc)
@@ -605,23 +620,32 @@ class _Run:
         self.finish()
 
     def submit(self) -> None:
-        """Hand the pending batch to the embedding thread, after adding the batch before it: the
-        encoder embeds one batch while this thread adds the one before and plans the next."""
+        """Hand the pending batch to the embedding thread, then checkpoint and add the batch before
+        it: the encoder embeds one batch while this thread adds the one before and plans the next
+        (on a GPU the encoder never waits for the index's work)."""
         if not self.pending:
             return
-        self.finish()
         batch, self.pending, self.planned_tokens = self.pending, [], 0
         self.report.resumed += sum(p.vectors is not None and p.sha256 not in self.fresh for p in batch)
         if self.worker is None:
             self.worker = ThreadPoolExecutor(1, thread_name_prefix="ragidx-embed")
-        self.in_flight = (batch, self.worker.submit(_embed, batch, self.encoder, self.on_batch))
+        before, self.in_flight = (
+            self.in_flight,
+            (batch, self.worker.submit(_embed, batch, self.encoder, self.on_batch)),
+        )
+        self._finish(before)
 
     def finish(self) -> None:
         """Wait for the batch being embedded, checkpoint it, and add its documents to the index."""
-        if self.in_flight is None:
+        in_flight, self.in_flight = self.in_flight, None
+        self._finish(in_flight)
+
+    def _finish(
+        self, in_flight: tuple[list[_Planned], Future[tuple[dict[str, np.ndarray], float, int]]] | None
+    ) -> None:
+        if in_flight is None:
             return
-        batch, future = self.in_flight
-        self.in_flight = None
+        batch, future = in_flight
         while True:  # progress is reported from this thread, as the batches of the encoder end
             try:
                 embedded, seconds, window_tokens = future.result(timeout=_PROGRESS_EVERY)
@@ -674,10 +698,10 @@ class _Run:
             ingested_at=now().isoformat(),
         )
         rows = item.rows or _span_records(doc.doc_id, item.plan, item.tokens)
-        if text is None and len(doc.text) > PIECE_CHARS:  # the lexical analysis holds one piece at a time
+        if text is None and item.postings is None and len(doc.text) > PIECE_CHARS:  # one piece at a time
             text = (piece for piece, _ in whitespace_pieces(doc))
         with self.lock:
-            self.index.add(record, item.vectors, rows, text=text)
+            self.index.add(record, item.vectors, rows, text=text, postings=item.postings)
         report.updated += item.replaces
         report.added += not item.replaces
         report.by_mode[record.embed_mode] += 1

@@ -12,12 +12,17 @@ documents to tokenize is the caller's ``wanted`` (ingest: not those it streams, 
 content sha256 is already in the index); an item handed over without tokens is tokenized by the
 caller if it needs them, so the prediction only saves work, it never changes a result.
 
-The queue between the threads holds at most :data:`DEPTH` groups, so reading ahead costs bounded
-memory. An exception in the producer (a reader's bug, a tokenizer error, a fault injected by a
-test) is raised in the main thread at the item where it happened, as it would have been without
-the thread. Leaving the ``with`` block early (an error in the main thread, Ctrl-C) stops the
-producer: it finishes the step it is in (reading one file or tokenizing one group), sees the stop
-and ends, and the block joins it, so no thread is left behind.
+A group's tokenizing runs in one more thread (the tokenizer's, in order, one group at a time)
+while the producer reads and hashes the next group: reading (Python, holding the GIL) and tokenizing
+(Rust, without it) overlap, and the tokenizer is never idle while a group is being read (issue 38).
+The queue between the threads holds at most :data:`DEPTH` groups (their tokens pending or done),
+so reading ahead costs bounded memory. An exception in the producer (a reader's bug, a tokenizer
+error, a fault injected by a test) is raised in the main thread at the item where it happened, as
+it would have been without the threads (a tokenizer error after the items of its group, handed
+over untokenized). Leaving the ``with`` block early (an error in the main thread, Ctrl-C) stops the
+producer: it finishes the step it is in (reading one file), sees the stop and ends; the group being
+tokenized is finished, those waiting are dropped, and the block joins both threads, so no thread is
+left behind.
 
 ``TOKENIZERS_PARALLELISM`` is left as it is. ``ragidx`` (the command) sets it to ``false`` unless
 it is set, so the tokenizer runs on this thread alone, one core beside the main thread and the
@@ -31,6 +36,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -58,6 +64,15 @@ class _Failed:
     error: BaseException
 
 
+@dataclass
+class _Group:
+    """A group handed over: its items, and the tokens of those in ``todo`` when ``tokens`` ends."""
+
+    items: list[Prepared]
+    todo: list[Prepared]
+    tokens: Future[list[Tokens]] | None
+
+
 _END = object()
 
 
@@ -80,9 +95,10 @@ class Prefetch:
         self._tokenize = tokenize
         self._wanted = wanted
         self._group_chars = group_chars
-        self._queue: queue.Queue[list[Prepared] | _Failed | object] = queue.Queue(maxsize=depth)
+        self._queue: queue.Queue[_Group | _Failed | object] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._produce, name="ragidx-prefetch", daemon=True)
+        self._tokenizer: ThreadPoolExecutor | None = None  # started with the first group to tokenize
 
     def __enter__(self) -> Iterator[Prepared]:
         self._thread.start()
@@ -100,6 +116,8 @@ class Prefetch:
             self._drain()  # a producer waiting on a full queue sees the stop within _POLL
             self._thread.join(_POLL)
         self._drain()
+        if self._tokenizer is not None:  # the group it is in finishes; those waiting are dropped
+            self._tokenizer.shutdown(wait=True, cancel_futures=True)
 
     def _drain(self) -> None:
         try:
@@ -115,8 +133,18 @@ class Prefetch:
                 return
             if isinstance(got, _Failed):
                 raise got.error
-            assert isinstance(got, list)
-            yield from got
+            assert isinstance(got, _Group)
+            if got.tokens is None:
+                yield from got.items
+                continue
+            try:
+                tokens = got.tokens.result()
+            except BaseException:  # the group's items untokenized (the caller tokenizes), then the error
+                yield from got.items
+                raise
+            for prepared, tokenized in zip(got.todo, tokens, strict=True):
+                prepared.tokens = tokenized
+            yield from got.items
 
     def _produce(self) -> None:
         group: list[Prepared] = []
@@ -144,7 +172,7 @@ class Prefetch:
             self._put(_END)
         except BaseException as exc:  # raised in the main thread after the items read before it
             if group:  # not tokenized: the main thread tokenizes what it needs
-                self._put(group)
+                self._put(_Group(group, [], None))
             self._put(_Failed(exc))
         finally:
             close = getattr(self._items, "close", None)  # a generator: its open files closed here
@@ -152,16 +180,17 @@ class Prefetch:
                 close()
 
     def _hand_over(self, group: list[Prepared], todo: list[tuple[Prepared, Document]]) -> None:
-        """Tokenize the group's documents in ``todo`` in one call and queue the group."""
+        """Queue the group, its documents in ``todo`` handed to the tokenizer's thread (one call)."""
         if not group:
             return
+        tokens: Future[list[Tokens]] | None = None
         if todo and not self._stop.is_set():
-            tokens = self._tokenize([document.text for _, document in todo])
-            for (prepared, _), tokenized in zip(todo, tokens, strict=True):
-                prepared.tokens = tokenized
-        self._put(group)
+            if self._tokenizer is None:
+                self._tokenizer = ThreadPoolExecutor(1, thread_name_prefix="ragidx-prefetch-tokenize")
+            tokens = self._tokenizer.submit(self._tokenize, [document.text for _, document in todo])
+        self._put(_Group(group, [prepared for prepared, _ in todo] if tokens else [], tokens))
 
-    def _put(self, got: list[Prepared] | _Failed | object) -> None:
+    def _put(self, got: _Group | _Failed | object) -> None:
         while not self._stop.is_set():
             try:
                 self._queue.put(got, timeout=_POLL)

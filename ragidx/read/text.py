@@ -19,6 +19,7 @@ _SNIFF_BYTES = 8192
 _CONTROL_SHARE_LIMIT = 0.10
 # C0 control bytes not found in ordinary text (BS, tab, LF, VT, FF, CR and ESC are allowed).
 _BINARY_CONTROL_BYTES = frozenset(range(0x20)) - {0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1B}
+_CONTROL_DELETE = bytes(sorted(_BINARY_CONTROL_BYTES))  # bytes.translate's delete argument
 # Longest first: the UTF-32 LE BOM starts with the UTF-16 LE BOM.
 _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
@@ -148,7 +149,7 @@ def _check_not_binary(sample: bytes) -> None:
     if b"\x00" in sample:
         raise ValueError("binary file (NUL bytes): not text")
     if sample:
-        controls = sum(1 for byte in sample if byte in _BINARY_CONTROL_BYTES)
+        controls = len(sample) - len(sample.translate(None, _CONTROL_DELETE))  # counted in C
         if controls / len(sample) > _CONTROL_SHARE_LIMIT:
             raise ValueError("binary file (control characters): not text")
 

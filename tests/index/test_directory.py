@@ -348,3 +348,31 @@ def test_an_onnx_index_records_its_precision_and_reopens_with_it(
     ingest(docs, tmp_path / "plain", config)
     plain = json.loads((tmp_path / "plain" / MANIFEST_NAME).read_text(encoding="utf-8"))
     assert "precision" not in plain["encoder"]
+
+
+def test_postings_made_ahead_index_as_the_index_would_analyse_them(tiny_encoder: Encoder) -> None:
+    """``Index.add(..., postings=)`` (ingest analyses a batch while the one before embeds) gives the
+    lexical index of analysing at add time; postings of another document are refused."""
+    from ragidx.index.config import LexicalConfig
+    from ragidx.index.lexical import analyse
+    from ragidx.index.store import DocumentRecord, VectorRecord
+
+    texts = {"a": "The river floods the old mill. " * 40, "b": "Mills grind grain by the river bank."}
+    indexes = [Index.create(None, tiny_encoder, lexical=LexicalConfig()) for _ in range(2)]
+    for doc_id, text in texts.items():
+        for ahead, index in enumerate(indexes):
+            assert index.lexical is not None
+            record = DocumentRecord(doc_id, doc_id, doc_id, "", text, 10, 10, "chunk", 1)
+            span = [VectorRecord(-1, doc_id, 0, 0, 1, 0, len(text))]
+            postings = analyse(index.lexical.analyzer, [doc_id], [text]) if ahead else None
+            index.add(record, np.ones((1, tiny_encoder.dim), dtype=np.float32), span, postings=postings)
+    plain, made_ahead = (index.lexical for index in indexes)
+    assert plain is not None and made_ahead is not None
+    for query in ("river mill", "grain bank", "floods"):
+        np.testing.assert_array_equal(made_ahead.scores(query), plain.scores(query))
+    assert made_ahead.doc_ids == plain.doc_ids and made_ahead.terms == plain.terms
+    other = analyse(made_ahead.analyzer, ["x"], ["other words"])
+    record = DocumentRecord("c", "c", "c", "", "other words", 2, 2, "chunk", 1)
+    with pytest.raises(ValueError, match="postings of \\['x'\\] given for document 'c'"):
+        span = [VectorRecord(-1, "c", 0, 0, 1, 0, 11)]
+        indexes[1].add(record, np.ones((1, tiny_encoder.dim), dtype=np.float32), span, postings=other)

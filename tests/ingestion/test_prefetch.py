@@ -255,3 +255,52 @@ def test_ctrl_c_in_the_main_thread_stops_both_threads(tmp_path: Path, tiny_model
     assert _threads() == before
     assert not Index.exists(tmp_path / "ix")
     assert ingest(docs, tmp_path / "ix", tiny_config(tiny_model, batch_tokens=300)).added == 30
+
+
+def test_a_group_is_tokenized_while_the_next_one_is_read(tiny_encoder: Encoder) -> None:
+    """Reading (Python) and tokenizing (Rust, without the GIL) overlap: the first group's
+    tokenizing is still running when the producer reads the second group's first document."""
+    documents = [
+        Document(f"d{i}", f"Document {i:02d}. " + "river mill grain " * 20, f"d{i}.txt") for i in range(6)
+    ]
+    size = len(documents[0].text)  # all the same length: three documents a group
+    second_read = threading.Event()
+    overlapped: list[bool] = []
+
+    def items() -> Iterator[Document]:
+        for i, document in enumerate(documents):
+            if i == 3:  # read after the first group was handed over
+                second_read.set()
+            yield document
+
+    def tokenize(texts: list[str]) -> list[Tokens]:
+        if not overlapped:  # the first group waits (a bounded time) for the next group to be read
+            overlapped.append(second_read.wait(3))
+        return tiny_encoder.tokenize_many(texts)
+
+    got = _run(Prefetch(items(), lambda d: "x", tokenize, lambda d, s: True, group_chars=3 * size))
+    assert overlapped == [True]
+    assert [p.tokens for p in got] == [tiny_encoder.tokenize(d.text) for d in documents]
+
+
+def test_a_batch_is_embedded_while_the_one_before_is_added(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedding thread never waits for the index: batch k is handed to it before batch k − 1
+    is checkpointed and added (on a GPU the encoder would otherwise idle through every add)."""
+    docs = write_docs(tmp_path / "docs", 12, words=90)
+    config = tiny_config(tiny_model, {"policy": "chunk"}, batch_tokens=300)  # several batches
+    in_flight_while_adding: list[bool] = []
+    add = pipeline._Run.add
+
+    def watched(self: Any, item: Any, text: Any = None) -> None:
+        in_flight_while_adding.append(self.in_flight is not None)
+        add(self, item, text)
+
+    monkeypatch.setattr(pipeline._Run, "add", watched)
+    report = ingest(docs, tmp_path / "index", config)
+    assert report.added == 12 and len(in_flight_while_adding) == 12
+    # every batch but the last is added while the next one is in the embedding thread
+    last_batch = in_flight_while_adding.count(False)
+    assert in_flight_while_adding == [True] * (12 - last_batch) + [False] * last_batch
+    assert 1 <= last_batch < 12
