@@ -43,6 +43,13 @@ class IndexFormatError(RagidxError):
     """An index directory that is missing, corrupt, or built with other settings."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its type's name when it has none (a library's
+    multi-line error, reduced to what fits in ragidx's one-line messages)."""
+    text = str(exc)
+    return text.splitlines()[0] if text.strip() else type(exc).__name__
+
+
 def describe_validation(exc: ValidationError, hide: Collection[str] = ()) -> str:
     """The first problem pydantic found, as ``dotted.field: message`` (``hide``: union tags that
     pydantic puts in the path but users never write)."""

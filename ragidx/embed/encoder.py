@@ -45,7 +45,7 @@ from ragidx.embed.models import ModelFolder, resolve_model
 from ragidx.embed.pooling import pool
 from ragidx.embed.precision import CPU_BFLOAT16_ENV as CPU_BFLOAT16_ENV  # re-exported: the setting's name
 from ragidx.embed.precision import cpu_bfloat16
-from ragidx.errors import ModelError
+from ragidx.errors import ModelError, first_line
 
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -822,14 +822,14 @@ def _load(
         except (ValueError, ImportError):  # architectures without SDPA support
             model = AutoModel.from_pretrained(path, **kwargs)
     except OSError as exc:
-        raise ModelError(f"{path}: cannot load model ({str(exc).splitlines()[0]})") from exc
+        raise ModelError(f"{path}: cannot load model ({first_line(exc)})") from exc
     except ValueError as exc:
         if "trust_remote_code" in str(exc):
             raise ModelError(
                 f"{folder.name}: this model runs its own code; pass --trust-remote-code "
                 "only if you trust its authors"
             ) from exc
-        raise ModelError(f"{path}: cannot load model ({str(exc).splitlines()[0]})") from exc
+        raise ModelError(f"{path}: cannot load model ({first_line(exc)})") from exc
     finally:
         quiet.setLevel(level)
     return tokenizer, model

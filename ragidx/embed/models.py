@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ragidx.embed.config import PoolingConfig
-from ragidx.errors import ConfigError, ModelError
+from ragidx.errors import ConfigError, ModelError, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -315,7 +315,7 @@ def _download(repo_id: str, revision: str | None) -> Path:
     try:
         return Path(snapshot_download(repo_id, revision=revision, ignore_patterns=_HUB_IGNORE))
     except Exception as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = first_line(exc)
         raise ModelError(
             f"{repo_id}: model not found locally and not downloadable from the Hugging Face hub "
             f"({reason}); pass a local model folder or set RAGIDX_MODELS"

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
-from ragidx.errors import ModelError
+from ragidx.errors import ModelError, first_line
 
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig, PreTrainedModel
@@ -132,7 +132,7 @@ class OnnxModel:
         try:
             self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # ONNX Runtime raises its own types; one line names the file
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            why = first_line(exc)
             raise ModelError(f"{path}: ONNX Runtime cannot load this graph ({why})") from exc
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.output = "last_hidden_state"
@@ -235,7 +235,7 @@ def graph_precision(path: Path) -> OnnxPrecision:
     try:
         graph = onnx.load(str(path), load_external_data=False).graph
     except Exception as exc:  # protobuf's DecodeError and friends: one line names the file
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        why = first_line(exc)
         raise ModelError(f"{path}: not a readable ONNX graph ({why})") from exc
     ops = {node.op_type for node in graph.node}
     return "int8" if ops & _QUANTIZED_OPS else "float32"

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
-from ragidx.errors import ModelError
+from ragidx.errors import ModelError, first_line
 from ragidx.search.fusion import zscore
 from ragidx.search.options import RERANK_PASSAGES
 from ragidx.search.snippets import Span, Terms, sentences
@@ -455,7 +455,7 @@ def _load(name: str, located: str, device: torch.device, dtype: torch.dtype) -> 
             located, device=str(device), trust_remote_code=False, model_kwargs=kwargs
         )
     except (OSError, ValueError, KeyError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = first_line(exc)
         raise ModelError(
             f"rerank model {name}: cannot load it as a cross-encoder ({reason}); pass a local "
             "cross-encoder folder (ragidx train --objective rerank makes one) or a hub id you can download"

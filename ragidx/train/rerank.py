@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from ragidx.embed.models import resolve_model
-from ragidx.errors import ConfigError
+from ragidx.errors import ConfigError, first_line
 from ragidx.train.config import TrainConfig
 from ragidx.train.data import Pair
 
@@ -82,7 +82,7 @@ def load_cross_encoder(config: TrainConfig) -> CrossEncoder:
             model_kwargs={"dtype": torch.float32},
         )
     except (OSError, ValueError, KeyError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = first_line(exc)
         raise ConfigError(
             f"{folder.transformer_path}: cannot be loaded as a cross-encoder ({reason}); start from an "
             "encoder folder (BERT-like) with --model"

@@ -413,3 +413,17 @@ def test_threaded_tokenizing_equals_one_call(tiny_encoder: Encoder, monkeypatch:
     vectors, _ = tiny_encoder.embed(texts[:300], role="document")
     single = np.stack([tiny_encoder.embed([t], role="document")[0][0] for t in texts[:300:37]])
     np.testing.assert_allclose(vectors[::37], single, rtol=0, atol=1e-5)
+
+
+def test_a_load_error_without_a_message_is_still_one_clear_line(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library error with an empty message names its type (it used to raise IndexError)."""
+    import transformers
+
+    def fail(*_: object, **__: object) -> None:
+        raise OSError("")
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", fail)
+    with pytest.raises(ModelError, match=r"cannot load model \(OSError\)"):
+        Encoder(EncoderConfig(model=str(tiny_model), device="cpu"))
