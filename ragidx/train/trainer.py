@@ -161,13 +161,14 @@ def train(
     run = _rerank_run(config) if encoder is None else _embed_run(config, encoder)
     say(f"reading {data}")
     pairs = load_examples(data, config)
+    # a pairs file: its bytes; a folder: the pairs made from it (its documents, as read now)
+    data_sha = _sha256(data) if data.is_file() else _pairs_sha256(pairs)
     if config.negatives and any(len(p.negatives) < config.negatives for p in pairs):
         say(f"mining {config.negatives} hard negative(s) for {len(pairs)} pairs with the untrained model")
         # rerank: the start model, as a bi-encoder, mines
         miner = encoder if encoder is not None else Encoder(_encoder_config(config))
         pairs = mine_negatives(pairs, lambda texts, role: miner.embed(texts, role)[0], config.negatives)
         del miner
-    data_sha = _sha256(data) if data.is_file() else ""
     params = run.params
     if not params:
         raise ConfigError("nothing to train: every weight of the model is frozen")
@@ -459,6 +460,15 @@ def _plot_loss(losses: list[float], path: Path, config: TrainConfig) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _pairs_sha256(pairs: Sequence[Pair]) -> str:
+    """The sha256 of training pairs (query, positive, negatives, source of each, in order)."""
+    digest = hashlib.sha256()
+    for pair in pairs:
+        digest.update(json.dumps([pair.query, pair.positive, list(pair.negatives), pair.source]).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def _sha256(path: Path) -> str:

@@ -130,7 +130,20 @@ def test_a_folder_of_documents_trains_on_inverse_cloze_pairs(tmp_path: Path, tin
         (docs / f"{i}.txt").write_text(" ".join(sentences))
     result = train(_config(tiny_model, steps=2), docs, tmp_path / "out")
     assert result.pairs == 6 * 8
-    assert json.loads(result.record.read_text())["data"]["sha256"] == ""
+    assert len(json.loads(result.record.read_text())["data"]["sha256"]) == 64  # of the pairs made
+
+
+def test_resuming_on_a_folder_whose_documents_changed_is_refused(tmp_path: Path, tiny_model: Path) -> None:
+    """A folder's checkpoint records the sha256 of the pairs made from it: a changed document is
+    refused on --resume, as a changed pairs file is."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, topic in enumerate(TOPICS[:6]):
+        (docs / f"{i}.txt").write_text(" ".join(f"Fact {j} about {topic} stands alone." for j in range(12)))
+    train_interrupted(_config(tiny_model), docs, tmp_path / "cut")
+    (docs / "0.txt").write_text(" ".join(f"Another fact {j} about owls stands alone." for j in range(12)))
+    with pytest.raises(ConfigError, match="the training data changed"):
+        train(_config(tiny_model), docs, tmp_path / "cut", resume=True)
 
 
 def test_position_tuning_keeps_short_inputs_exact_end_to_end(tmp_path: Path, tiny_model: Path) -> None:
