@@ -698,10 +698,9 @@ class _Run:
             ingested_at=now().isoformat(),
         )
         rows = item.rows or _span_records(doc.doc_id, item.plan, item.tokens)
-        if text is None and item.postings is None and len(doc.text) > PIECE_CHARS:  # one piece at a time
-            text = (piece for piece, _ in whitespace_pieces(doc))
+        postings = item.postings if item.postings is not None or text is not None else self.analyse(doc)
         with self.lock:
-            self.index.add(record, item.vectors, rows, text=text, postings=item.postings)
+            self.index.add(record, item.vectors, rows, text=text, postings=postings)
         report.updated += item.replaces
         report.added += not item.replaces
         report.by_mode[record.embed_mode] += 1
