@@ -29,7 +29,8 @@ Rows (``--systems`` picks some; all by default):
   ``ragidx-onnx-int8@16384``: plain batches of ``--batch-size`` for these passages), the batch
   sweep that decides the CPU default;
 * diagnostics (``--diagnostics``): ``ragidx-float32-b16k`` (``ragidx-float32@16384`` by its older
-  name) and ``st-torch-own-msl`` (sentence-transformers at
+  name), ``ragidx-bfloat16-unfused`` (``RAGIDX_CPU_FUSED=0``: the model's own forward instead of
+  ragidx.embed.fused_bert, what the fused forward gains) and ``st-torch-own-msl`` (sentence-transformers at
   the folder's own ``max_seq_length``, 256 for all-MiniLM-L6-v2: it truncates longer texts and so
   embeds fewer tokens, counted as it embeds them).
 
@@ -91,7 +92,7 @@ SYSTEMS = (
     "st-onnx-int8",
     "fastembed",
 )
-DIAGNOSTICS = ("ragidx-float32-b16k", "st-torch-own-msl")
+DIAGNOSTICS = ("ragidx-float32-b16k", "ragidx-bfloat16-unfused", "st-torch-own-msl")
 REFERENCE = "ragidx-float32"
 QUALITY_BAR = 0.99  # minimum cosine to float32 a path must keep (issue 27)
 
@@ -137,11 +138,19 @@ def mixed_texts(encoder: Any, n: int, seed: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- systems
-def ragidx_row(name: str, model: str, batch: int, **settings: Any) -> Row:
+def ragidx_row(name: str, model: str, batch: int, fused: bool = True, **settings: Any) -> Row:
     from ragidx.embed.config import EncoderConfig
-    from ragidx.embed.encoder import Encoder
+    from ragidx.embed.encoder import CPU_FUSED_ENV, Encoder
 
-    encoder = Encoder(EncoderConfig(model=model, device="cpu", batch_size=batch, **settings))
+    before = os.environ.get(CPU_FUSED_ENV)
+    os.environ[CPU_FUSED_ENV] = "1" if fused else "0"  # read when the encoder is made
+    try:
+        encoder = Encoder(EncoderConfig(model=model, device="cpu", batch_size=batch, **settings))
+    finally:
+        if before is None:
+            del os.environ[CPU_FUSED_ENV]
+        else:
+            os.environ[CPU_FUSED_ENV] = before
 
     def counts(texts: Sequence[str]) -> list[int]:
         out = []
@@ -466,6 +475,9 @@ def run_model(model_arg: str, args: argparse.Namespace, wanted: list[str]) -> tu
         "ragidx-onnx-float32": lambda: ragidx_row("ragidx-onnx-float32", model_arg, b, backend="onnx"),
         "ragidx-onnx-int8": lambda: ragidx_row(
             "ragidx-onnx-int8", model_arg, b, backend="onnx", dtype="int8"
+        ),
+        "ragidx-bfloat16-unfused": lambda: ragidx_row(
+            "ragidx-bfloat16-unfused", model_arg, b, fused=False, dtype="bfloat16"
         ),
         "ragidx-float32-b16k": lambda: ragidx_row(
             "ragidx-float32-b16k", model_arg, b, max_batch_tokens=16384

@@ -9,7 +9,9 @@ Owns :class:`EncoderConfig` (which model, device, precision, window and batching
   (``window``), the unit every long-document policy works with;
 * embeds windows in batches sorted by length, padded only to each batch's longest window and capped
   by a token budget, under ``torch.inference_mode`` with PyTorch's fused SDPA attention
-  (``embed_windows``), then pools, applies sentence-transformers Dense layers and L2-normalises;
+  (``embed_windows``; on a CPU, BERT-family models run a fused forward of the same layers,
+  :mod:`ragidx.embed.fused_bert`), then pools, applies sentence-transformers Dense layers and
+  L2-normalises;
 * or returns sums of token states over ranges of each window (``embed_segments``) for late
   chunking, which pools and projects (``project``) them itself.
 
@@ -22,6 +24,7 @@ probe at first use measured it faster than float32 at a minimum cosine of 0.99
 on an Intel Xeon with AMX, 1.5× on an AMD EPYC with AVX512-BF16, at minimum cosine 0.9999 and QMSum
 nDCG@10 within 0.1 (benchmarks/README.md, ``cpu_backends.py``); float32 where bfloat16 is emulated.
 ``$RAGIDX_CPU_BFLOAT16`` = 1 or 0 overrides the probe; ``dtype = "float32"`` keeps float32 everywhere.
+``$RAGIDX_CPU_FUSED=0`` runs the model's own forward instead of the fused one.
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import torch
 
 from ragidx.embed.config import EncoderConfig, ExtensionConfig, LongDocConfig, PoolingConfig, Role
 from ragidx.embed.extension import Extension
+from ragidx.embed.fused_bert import FusedBert
 from ragidx.embed.models import ModelFolder, resolve_model
 from ragidx.embed.pooling import pool
 from ragidx.embed.precision import CPU_BFLOAT16_ENV as CPU_BFLOAT16_ENV  # re-exported: the setting's name
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 
     from ragidx.embed.onnx import OnnxModel, OnnxPrecision
 
+CPU_FUSED_ENV = "RAGIDX_CPU_FUSED"  # 0: the model's own forward on a CPU (ragidx.embed.fused_bert)
 # Models whose position ids start at padding_idx + 1 (RoBERTa style): two table rows are not content.
 _OFFSET_POSITION_MODELS = {"roberta", "xlm-roberta", "camembert", "mpnet", "longformer"}
 _POOLER_MODELS = {"bert", "roberta", "xlm-roberta", "camembert", "mpnet", "electra"}
@@ -106,6 +111,11 @@ class Encoder:
         self.tokenizer, self.model = _load(self.folder, self.dtype, self.config.trust_remote_code)
         # transformers wraps PreTrainedModel.to in functools.wraps, whose stub type leaves self unbound
         self.model.to(self.device).eval()  # type: ignore[arg-type]
+        # the fused CPU forward, built at first use (False: not yet; None: not used)
+        fused_off = os.environ.get(CPU_FUSED_ENV, "1").lower() in ("0", "false", "off", "no")
+        self._fused_forward: FusedBert | Literal[False] | None = (
+            None if fused_off or self.device.type != "cpu" else False
+        )
         model_type = getattr(self.model.config, "model_type", "")
         self.model_type = str(model_type)
 
@@ -523,12 +533,29 @@ class Encoder:
         if self.onnx is not None and self._onnx_runs(ids.shape[1], role):
             hidden = self.onnx(ids, mask)
         elif self.extension is None:
-            extra = self._tuned_position_ids(mask)
-            hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
+            hidden = self._transformer(ids, mask, self._tuned_position_ids(mask))
         else:
             with self.extension.forward_kwargs(ids, mask.sum(dim=1), role) as extra:
-                hidden = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
+                hidden = self._transformer(ids, mask, extra)
         return hidden, ids, mask, starts
+
+    def _transformer(
+        self, ids: torch.Tensor, mask: torch.Tensor, extra: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """The model's last hidden states: through :class:`~ragidx.embed.fused_bert.FusedBert` on
+        a CPU where it applies (inference, no SelfExtend), else the model's own forward."""
+        fused = self._fused()
+        if fused is not None and fused.applies():
+            return fused(ids, mask, **extra)
+        hidden: torch.Tensor = self.model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
+        return hidden
+
+    def _fused(self) -> FusedBert | None:
+        """The fused CPU forward, built at first use (None: it does not apply to this model or
+        device, or ``$RAGIDX_CPU_FUSED`` was 0 when the encoder was made)."""
+        if self._fused_forward is False:
+            self._fused_forward = FusedBert.build(self.model)
+        return self._fused_forward
 
     def _onnx_runs(self, longest: int, role: Role) -> bool:
         """Whether ONNX Runtime embeds a batch whose longest window is ``longest``: one the model's

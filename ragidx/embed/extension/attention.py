@@ -30,7 +30,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -61,7 +61,6 @@ class AttentionPlan:
     original_length: int | None = None  # L_o for attention scaling; None: no attention scaling
     lengths: torch.Tensor | None = None  # (batch,) real lengths, for attention scaling
     self_extend: SelfExtendSpec | None = None
-    extra: dict[str, object] = field(default_factory=dict)
 
     def row_factor(self, device: torch.device, length_scaling: bool = True) -> torch.Tensor | None:
         """Per-row logit multiplier: attention scaling / tau (None when it is 1 everywhere).
@@ -74,6 +73,11 @@ class AttentionPlan:
 
 
 _PLAN: ContextVar[AttentionPlan | None] = ContextVar("ragidx_attention_plan", default=None)
+
+
+def active_plan() -> AttentionPlan | None:
+    """The plan in force (None: the model's plain attention)."""
+    return _PLAN.get()
 
 
 @contextlib.contextmanager
