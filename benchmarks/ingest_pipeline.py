@@ -47,6 +47,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as `ragidx ingest` sets it (ragidx/cli/app.py)
+os.environ["RAGIDX_CPU_FUSED"] = "0"  # the model's (stubbed) forward, not the fused CPU one
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("chunk", "extend:pi", "late")

@@ -193,13 +193,15 @@ class _Builder:
         self.ptr.append(len(self.term_ids))
 
     def postings(self) -> Postings:
+        """The rows added so far; the arrays are views of this builder's buffers (no copy), so
+        nothing may be added after this call."""
         return Postings(
             doc_ids=self.doc_ids,
-            lengths=np.array(self.lengths, dtype=np.int32),
+            lengths=np.frombuffer(self.lengths, dtype=np.int32),
             terms=list(self.vocab),
-            doc_ptr=np.array(self.ptr, dtype=np.int64),
-            term_ids=np.array(self.term_ids, dtype=np.int32),
-            tfs=np.array(self.tfs, dtype=np.int32),
+            doc_ptr=np.frombuffer(self.ptr, dtype=np.int64),
+            term_ids=np.frombuffer(self.term_ids, dtype=np.int32),
+            tfs=np.frombuffer(self.tfs, dtype=np.int32),
         )
 
 
