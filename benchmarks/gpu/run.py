@@ -31,6 +31,9 @@ Sections (each in its own try/except: one failure still leaves the others and th
    the error line of each; a command whose packages are not importable is recorded as not run.
 6. **pipeline**: ``ragidx.ingest`` (the library call) against the encoder alone (tokenize, plan,
    embed) on the same generated texts and the same random MiniLM-shaped model.
+7. **host_cpu**: the host's CPU cores, not the GPU: ragidx's CPU default (``dtype = "auto"``, the
+   fused forward), the same without fusing and ragidx float32 against sentence-transformers in
+   float32 and (native bfloat16 CPUs) bfloat16 on 256 mixed-length texts (issue 38, item 6).
 
 Without CUDA it prints one line (``no GPU: ...``) and exits 2. ``--device cpu --quick`` runs every
 section end to end at tiny sizes (2k-token passes, a 6-layer Gemma, 10k-vector search) to check
@@ -106,6 +109,8 @@ FULL = {
     "pipeline_docs": 2000,
     "pipeline_words": 400,
     "pipeline_repeats": 2,
+    "cpu_texts": 256,
+    "cpu_repeats": 3,
 }
 QUICK = {
     "n_mixed": 24,
@@ -131,6 +136,8 @@ QUICK = {
     "pipeline_docs": 16,
     "pipeline_words": 200,
     "pipeline_repeats": 1,
+    "cpu_texts": 12,
+    "cpu_repeats": 1,
 }
 
 
@@ -1133,6 +1140,91 @@ def _serve_case(ctx: SimpleNamespace, index: str, failed: set[str]) -> dict[str,
     return row
 
 
+# ============================================================================ 7. host CPU
+def section_host_cpu(ctx: SimpleNamespace) -> dict[str, Any]:
+    """Encode on the host's CPU cores (issue 38, item 6): ragidx's CPU default (``dtype = "auto"``,
+    the fused forward of ``ragidx.embed.fused_bert``), the same without fusing, and ragidx in
+    float32 (the cosine reference) against sentence-transformers in float32 and, where the CPU
+    has native bfloat16, in bfloat16 (its best dtype there); same model, texts and batch size,
+    interleaved. The GPU is not used."""
+    from sentence_transformers import SentenceTransformer
+
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    import cpu_backends
+    import torch
+
+    et, api, sizes = ctx.helpers.et, ctx.api, ctx.sizes
+    batch = 32  # cpu_backends.py's batch size; ragidx keeps its own CPU token budget (2,048)
+
+    def ragidx(dtype: str, fused: bool = True) -> Any:
+        before = os.environ.get("RAGIDX_CPU_FUSED")
+        os.environ["RAGIDX_CPU_FUSED"] = "1" if fused else "0"  # read when the encoder is made
+        try:
+            return api.Encoder(
+                api.EncoderConfig(model=str(ctx.minilm), device="cpu", dtype=dtype, batch_size=batch)
+            )
+        finally:
+            if before is None:
+                del os.environ["RAGIDX_CPU_FUSED"]
+            else:
+                os.environ["RAGIDX_CPU_FUSED"] = before
+
+    reference = ragidx("float32")
+    encoders = {"ragidx-auto": ragidx("auto"), "ragidx-auto-unfused": ragidx("auto", fused=False)}
+    bfloat16 = cpu_backends.native_bfloat16()
+    st_rows = {"st-float32": torch.float32, **({"st-bfloat16": torch.bfloat16} if bfloat16 else {})}
+    models = {
+        name: SentenceTransformer(str(ctx.minilm), device="cpu", model_kwargs={"dtype": dtype})
+        for name, dtype in st_rows.items()
+    }
+    for st in models.values():
+        st.max_seq_length = reference.window_size
+    prompt = reference.prompts["document"]
+    rng = random.Random(SEED)
+    maker = et.TextMaker(reference, rng)
+    texts = [
+        maker.make(n) for n in et.mixed_lengths(sizes["cpu_texts"], et.MIN_LEN, reference.window_size, rng)
+    ]
+    systems: dict[str, Callable[[], Any]] = {
+        "ragidx-float32": lambda: reference.embed(texts, role="document")[0],
+        **{name: (lambda e=e: e.embed(texts, role="document")[0]) for name, e in encoders.items()},
+        **{name: (lambda st=st: et.st_encode(st, texts, prompt, batch)) for name, st in models.items()},
+    }
+    counts = [
+        len(w) for w in reference.tokenizer([prompt + t for t in texts], add_special_tokens=True)["input_ids"]
+    ]
+    tokens = sum(counts)
+    ctx.clock.log(f"host cpu: {len(texts)} texts, {tokens:,} tokens, {torch.get_num_threads()} threads")
+    timings, outputs = et.run_interleaved(systems, sizes["cpu_repeats"], "cpu")
+    peer = "st-bfloat16" if bfloat16 else "st-float32"
+    peer_median = statistics.median(timings[peer].seconds)
+    rows = []
+    for name, timing in timings.items():
+        median = statistics.median(timing.seconds)
+        rows.append(
+            {
+                "system": name,
+                "seconds": [_r(x) for x in timing.seconds],
+                "median_s": _r(median),
+                "tokens_per_s": _r(tokens / median, 1),
+                "ratio_over_peer": _r(peer_median / median, 3),
+                "min_cosine_to_float32": _r(et.min_cosine(outputs[name], outputs["ragidx-float32"]), 6),
+            }
+        )
+    return {
+        "cpu": cpu_backends.machine().get("cpu"),
+        "threads": torch.get_num_threads(),
+        "native_bfloat16": bfloat16,
+        "ragidx_auto_precision": encoders["ragidx-auto"].precision,
+        "peer": peer,
+        "texts": len(texts),
+        "tokens": tokens,
+        "batch_size": batch,
+        "rows": rows,
+    }
+
+
 # ============================================================================ 6. pipeline
 def section_pipeline(ctx: SimpleNamespace) -> dict[str, Any]:
     try:
@@ -1272,7 +1364,7 @@ def _fmt(value: float | None, unit: str = "") -> str:
 def table_rows(result: dict[str, Any]) -> list[list[str]]:
     rows: list[list[str]] = []
     sections = result["sections"]
-    for name in ("encode", "extension", "search", "train", "cli", "pipeline"):
+    for name in ("encode", "extension", "search", "train", "cli", "pipeline", "host_cpu"):
         sec = sections.get(name, {})
         if sec.get("status") != "ok":
             if name in result["requested_sections"]:
@@ -1319,6 +1411,14 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
                         "",
                         note + ("" if r["finite"] else ", NON-FINITE output"),
                     ]
+                )
+        elif name == "host_cpu":
+            for r in data["rows"]:
+                case = f"{r['system']} ({data['texts']} texts, {data['threads']} threads)"
+                versus = f"{r['ratio_over_peer']:.2f}x {data['peer']}"
+                check = f"min cos {r['min_cosine_to_float32']:.4f}"
+                rows.append(
+                    ["cpu", case, _fmt(r["median_s"]), _fmt(r["tokens_per_s"], " tok/s"), "-", versus, check]
                 )
         elif name in ("cli", "pipeline"):
             rows.extend(_cli_rows(data) if name == "cli" else _pipeline_rows(data))
@@ -1399,7 +1499,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--minilm", help="MiniLM folder (default <carry>/minilm, else ragidx's 'default')")
     parser.add_argument(
         "--sections",
-        default="encode,search,train,cli,pipeline,extension",
+        default="encode,search,train,cli,pipeline,host_cpu,extension",
         help="comma-separated, run in this order (default: the long passes last)",
     )
     parser.add_argument(
@@ -1415,7 +1515,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wheels", help="wheel folder (default <carry>/wheels)")
     parser.add_argument("--site", help="use this pip --target folder instead of unpacking the wheels")
     args = parser.parse_args(argv)
-    unknown = set(args.sections.split(",")) - {"encode", "extension", "search", "train", "cli", "pipeline"}
+    known = {"encode", "extension", "search", "train", "cli", "pipeline", "host_cpu"}
+    unknown = set(args.sections.split(",")) - known
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     return args
@@ -1542,6 +1643,7 @@ def main(argv: list[str] | None = None) -> int:
         "train": section_train,
         "cli": section_cli,
         "pipeline": section_pipeline,
+        "host_cpu": section_host_cpu,
     }
     failed = False
     for name in args.sections.split(","):

@@ -69,7 +69,7 @@ def test_quick_cpu_run_fills_every_section(tmp_path: Path) -> None:
     assert re.search(r"^section +\| case ", done.stdout, re.MULTILINE)  # the table
     data = json.loads(out.read_text(encoding="utf-8"))
     sections = data["sections"]
-    assert set(sections) == {"encode", "extension", "search", "train", "cli", "pipeline"}
+    assert set(sections) == {"encode", "extension", "search", "train", "cli", "pipeline", "host_cpu"}
     assert {name: s["status"] for name, s in sections.items()} == dict.fromkeys(sections, "ok")
     assert data["env"]["quick"] is True and data["env"]["device"] == "cpu"
 
@@ -120,6 +120,15 @@ def test_quick_cpu_run_fills_every_section(tmp_path: Path) -> None:
     for key in ("ingest_tokens_per_s", "encoder_alone_tokens_per_s", "embed_only_tokens_per_s"):
         assert _positive(pipeline[key]), (key, pipeline)
     assert pipeline["tokens_embedded"] == pipeline["encoder_tokens"]  # the same work on both sides
+
+    host = sections["host_cpu"]["result"]
+    systems = [r["system"] for r in host["rows"]]
+    expected = ["ragidx-float32", "ragidx-auto", "ragidx-auto-unfused", "st-float32"]
+    assert systems == expected + (["st-bfloat16"] if host["native_bfloat16"] else [])
+    for row in host["rows"]:
+        assert _positive(row["tokens_per_s"]) and _positive(row["ratio_over_peer"]), row
+        assert row["min_cosine_to_float32"] > 0.99, row  # bfloat16 rows within the CPU default's bar
+    assert [r["ratio_over_peer"] for r in host["rows"] if r["system"] == host["peer"]] == [1.0]
 
 
 def _script() -> ModuleType:
