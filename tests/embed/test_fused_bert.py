@@ -261,3 +261,23 @@ def test_selfextend_runs_through_the_model() -> None:
             assert fused.applies()
         with attention_plan(AttentionPlan(self_extend=spec)):
             assert not fused.applies()
+
+
+def test_the_default_model_runs_fused_with_its_own_vectors(
+    default_encoder, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """all-MiniLM-L6-v2 on a CPU takes the fused forward (its first check passes on real weights)
+    and gives the vectors of its own forward, in float32 and in bfloat16."""
+    from ragidx.embed.config import EncoderConfig
+    from ragidx.embed.encoder import Encoder
+
+    texts = [*TEXTS, "Crème brûlée in Zürich, naïve façade " * 30, "x"]
+    assert default_encoder._fused() is not None
+    fused32 = default_encoder.embed(texts, "document")[0]
+    fused16 = Encoder(EncoderConfig(device="cpu", dtype="bfloat16")).embed(texts, "document")[0]
+    monkeypatch.setenv("RAGIDX_CPU_FUSED", "0")
+    own32 = Encoder(EncoderConfig(device="cpu")).embed(texts, "document")[0]
+    own16 = Encoder(EncoderConfig(device="cpu", dtype="bfloat16")).embed(texts, "document")[0]
+    assert (fused32 * own32).sum(axis=1).min() > 0.99999
+    assert (fused16 * own16).sum(axis=1).min() > 0.999
+    assert (fused16 * own32).sum(axis=1).min() > 0.99  # the CPU default's bar against float32
