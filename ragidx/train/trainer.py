@@ -394,6 +394,13 @@ def _publish(save: Callable[[Path], None], output: Path) -> None:
     partial.rmdir()
 
 
+def _recorded_path(data: Path) -> str:
+    """The training data as the record names it: a relative path as given (relative to where
+    ``ragidx train`` ran, so a record committed with the data beside it names no machine's
+    folders), an absolute one with the home directory as ``~``."""
+    return str(data) if not data.is_absolute() else portable(str(data))
+
+
 def _write_record(
     work: Path,
     config: TrainConfig,
@@ -410,7 +417,7 @@ def _write_record(
         "ragidx": __version__,
         "model": portable(config.model),
         "data": {
-            "path": portable(str(data.resolve())),
+            "path": _recorded_path(data),
             "sha256": data_sha,
             "pairs": len(pairs),
             "with_negatives": sum(bool(p.negatives) for p in pairs),

@@ -111,6 +111,19 @@ def test_resume_takes_exactly_the_steps_of_an_uninterrupted_run(tmp_path: Path, 
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
+def test_the_record_names_relative_data_as_given(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative data path stays relative in the record (a committed record names no machine's
+    folders); an absolute one is recorded whole."""
+    _pairs(tmp_path / "pairs.jsonl")
+    monkeypatch.chdir(tmp_path)
+    relative = train(_config(tiny_model, steps=1), Path("pairs.jsonl"), tmp_path / "out")
+    assert json.loads(relative.record.read_text())["data"]["path"] == "pairs.jsonl"
+    absolute = train(_config(tiny_model, steps=1), tmp_path / "pairs.jsonl", tmp_path / "out2")
+    assert json.loads(absolute.record.read_text())["data"]["path"] == str(tmp_path / "pairs.jsonl")
+
+
 def test_a_non_empty_output_is_refused_unless_overwritten(tmp_path: Path, tiny_model: Path) -> None:
     pairs = _pairs(tmp_path / "pairs.jsonl")
     (tmp_path / "out").mkdir()
