@@ -16,11 +16,11 @@ Everything else is the model's own modules: the embeddings (so extended or tuned
 and ids apply unchanged) and the LayerNorms; an attention plan's TempScale and attention scaling
 multiply the queries as ``ragidx.embed.extension.attention`` does. It is used only where it is
 exact by construction: inference (no gradient, eval mode), no SelfExtend (a RoPE method: these
-models have learned position tables), a model whose class and layers
-are the stock BERT / RoBERTa / XLM-R ones (:func:`FusedBert.build` refuses anything else, e.g. a
-LoRA-wrapped layer or relative position embeddings), and a CPU whose oneDNN takes the packed
-weights in the model's dtype. :func:`FusedBert.build` checks one tiny random input against the
-model's own forward before use; any failure leaves the model's forward in charge.
+models have learned position tables), a model whose class and layers are the stock BERT / RoBERTa
+/ XLM-R ones (:func:`FusedBert.build` refuses anything else, e.g. a LoRA-wrapped layer or relative
+position embeddings), and a CPU whose oneDNN takes the packed weights in the model's dtype.
+:func:`FusedBert.build` checks one tiny random input against the model's own forward before use;
+any failure leaves the model's forward in charge.
 
 The packed weights are copies (the layers' matrices once more in memory, e.g. 21 MB for
 all-MiniLM-L6-v2 in bfloat16); when the model's weights change (``ragidx train`` in the same
