@@ -48,7 +48,7 @@ from ragidx.embed.fused_bert import FusedBert
 from ragidx.embed.models import ModelFolder, resolve_model
 from ragidx.embed.pooling import pool
 from ragidx.embed.precision import CPU_BFLOAT16_ENV as CPU_BFLOAT16_ENV  # re-exported: the setting's name
-from ragidx.embed.precision import cpu_bfloat16
+from ragidx.embed.precision import cpu_bfloat16, env_switch
 from ragidx.errors import ModelError, first_line
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class Encoder:
         # transformers wraps PreTrainedModel.to in functools.wraps, whose stub type leaves self unbound
         self.model.to(self.device).eval()  # type: ignore[arg-type]
         # the fused CPU forward, built at first use (False: not yet; None: not used)
-        fused_off = os.environ.get(CPU_FUSED_ENV, "1").lower() in ("0", "false", "off", "no")
+        fused_off = env_switch(CPU_FUSED_ENV, "1 (the fused CPU forward) or 0 (the model's own)") is False
         self._fused_forward: FusedBert | Literal[False] | None = (
             None if fused_off or self.device.type != "cpu" else False
         )

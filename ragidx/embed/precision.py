@@ -71,17 +71,25 @@ def decide(probe: Probe) -> bool:
     return probe.speedup >= MIN_SPEEDUP and probe.min_cosine >= MIN_COSINE
 
 
-def cpu_bfloat16() -> bool:
-    """Whether ``dtype = "auto"`` runs bfloat16 on this CPU: ``$RAGIDX_CPU_BFLOAT16`` when set, else
-    the cached decision for this CPU and torch version, else a probe (cached)."""
-    value = os.environ.get(CPU_BFLOAT16_ENV, "").strip().lower()
+def env_switch(name: str, meaning: str) -> bool | None:
+    """An on/off environment variable: True for 1/true/yes/on, False for 0/false/no/off, None when
+    unset or empty; anything else is a ConfigError naming the variable (``meaning``: what 1 and 0
+    do, for the message)."""
+    value = os.environ.get(name, "").strip().lower()
     if value in ("1", "true", "yes", "on"):
         return True
     if value in ("0", "false", "no", "off"):
         return False
     if value:
-        raise ConfigError(f"${CPU_BFLOAT16_ENV} = {value!r}: use 1 (bfloat16 on the CPU) or 0 (float32)")
-    return cached_decision()
+        raise ConfigError(f"${name} = {value!r}: use {meaning}")
+    return None
+
+
+def cpu_bfloat16() -> bool:
+    """Whether ``dtype = "auto"`` runs bfloat16 on this CPU: ``$RAGIDX_CPU_BFLOAT16`` when set, else
+    the cached decision for this CPU and torch version, else a probe (cached)."""
+    switch = env_switch(CPU_BFLOAT16_ENV, "1 (bfloat16 on the CPU) or 0 (float32)")
+    return cached_decision() if switch is None else switch
 
 
 _decided: dict[tuple[str, str], bool] = {}  # (cache file, key) -> decision, for this process

@@ -281,3 +281,17 @@ def test_the_default_model_runs_fused_with_its_own_vectors(
     assert (fused32 * own32).sum(axis=1).min() > 0.99999
     assert (fused16 * own16).sum(axis=1).min() > 0.999
     assert (fused16 * own32).sum(axis=1).min() > 0.99  # the CPU default's bar against float32
+
+
+def test_the_switch_reads_like_the_other_cpu_settings(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragidx.errors import ConfigError
+
+    monkeypatch.setenv("RAGIDX_CPU_FUSED", "off")
+    assert _encoder(tiny_model)._fused() is None
+    monkeypatch.setenv("RAGIDX_CPU_FUSED", "yes")
+    assert _encoder(tiny_model)._fused() is not None
+    monkeypatch.setenv("RAGIDX_CPU_FUSED", "maybe")
+    with pytest.raises(ConfigError, match="RAGIDX_CPU_FUSED = 'maybe': use 1"):
+        _encoder(tiny_model)
