@@ -138,19 +138,25 @@ def mixed_texts(encoder: Any, n: int, seed: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- systems
-def ragidx_row(name: str, model: str, batch: int, fused: bool = True, **settings: Any) -> Row:
+def ragidx_encoder(model: str, batch: int, fused: bool = True, **settings: Any) -> Any:
+    """A ragidx ``Encoder`` on the CPU (``fused=False``: ``RAGIDX_CPU_FUSED=0``, the model's own
+    forward instead of ragidx.embed.fused_bert); also the GPU benchmark's ``host_cpu`` section's."""
     from ragidx.embed.config import EncoderConfig
     from ragidx.embed.encoder import CPU_FUSED_ENV, Encoder
 
     before = os.environ.get(CPU_FUSED_ENV)
     os.environ[CPU_FUSED_ENV] = "1" if fused else "0"  # read when the encoder is made
     try:
-        encoder = Encoder(EncoderConfig(model=model, device="cpu", batch_size=batch, **settings))
+        return Encoder(EncoderConfig(model=model, device="cpu", batch_size=batch, **settings))
     finally:
         if before is None:
             del os.environ[CPU_FUSED_ENV]
         else:
             os.environ[CPU_FUSED_ENV] = before
+
+
+def ragidx_row(name: str, model: str, batch: int, fused: bool = True, **settings: Any) -> Row:
+    encoder = ragidx_encoder(model, batch, fused, **settings)
 
     def counts(texts: Sequence[str]) -> list[int]:
         out = []

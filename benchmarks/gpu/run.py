@@ -1154,21 +1154,11 @@ def section_host_cpu(ctx: SimpleNamespace) -> dict[str, Any]:
     import cpu_backends
     import torch
 
-    et, api, sizes = ctx.helpers.et, ctx.api, ctx.sizes
+    et, sizes = ctx.helpers.et, ctx.sizes
     batch = 32  # cpu_backends.py's batch size; ragidx keeps its own CPU token budget (2,048)
 
     def ragidx(dtype: str, fused: bool = True) -> Any:
-        before = os.environ.get("RAGIDX_CPU_FUSED")
-        os.environ["RAGIDX_CPU_FUSED"] = "1" if fused else "0"  # read when the encoder is made
-        try:
-            return api.Encoder(
-                api.EncoderConfig(model=str(ctx.minilm), device="cpu", dtype=dtype, batch_size=batch)
-            )
-        finally:
-            if before is None:
-                del os.environ["RAGIDX_CPU_FUSED"]
-            else:
-                os.environ["RAGIDX_CPU_FUSED"] = before
+        return cpu_backends.ragidx_encoder(str(ctx.minilm), batch, fused, dtype=dtype)
 
     reference = ragidx("float32")
     encoders = {"ragidx-auto": ragidx("auto"), "ragidx-auto-unfused": ragidx("auto", fused=False)}
